@@ -1,0 +1,149 @@
+"""The click group, shared options and the one place where exceptions become exit codes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import GitleaseError, UsageError
+from . import output
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class Options:
+    """What every command may be given, before or after the command name."""
+
+    def __init__(self) -> None:
+        self.json = False
+        self.store: str | None = None
+        self.debug = False
+
+
+def _set(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        opts = ctx.find_root().ensure_object(Options)
+        if value not in (None, False):
+            setattr(opts, name, value)
+        return value
+
+    return callback
+
+
+def _shared(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option(
+        "--json", "json_", is_flag=True, expose_value=False, callback=_set("json"),
+        help="Print one JSON document on stdout (on success and on failure).",
+    )(f)
+    f = click.option(
+        "--store", type=click.Path(), expose_value=False, callback=_set("store"),
+        help="The store repository (default: GITLEASE_STORE, the repository here, or per-user).",
+    )(f)
+    f = click.option(
+        "--debug", is_flag=True, expose_value=False, callback=_set("debug"),
+        help="Show a traceback on unexpected errors.",
+    )(f)
+    return f
+
+
+def command(group: click.Group, name: str, **kwargs: Any) -> Callable[..., Any]:
+    """Declare a command with the shared options; it returns an exit code or None."""
+
+    def decorate(f: Callable[..., Any]) -> Any:
+        @functools.wraps(f)
+        def run(*args: Any, **kw: Any) -> Any:
+            return f(click.get_current_context().find_root().ensure_object(Options), *args, **kw)
+
+        return group.command(name, context_settings=CONTEXT, **kwargs)(_shared(run))
+
+    return decorate
+
+
+@click.group(context_settings=CONTEXT)
+@_shared
+@click.version_option(package_name="gitlease", message="gitlease %(version)s")
+def cli() -> None:
+    """Bounded claims on units of work, kept as signed records under refs/worklease/.
+
+    Exit codes: 0 OK, 1 ERROR, 2 USAGE, 3 HELD, 4 LOST, 5 AMBIGUOUS, 6 PRECONDITION, 7 STORE.
+    """
+
+
+def open_store(opts: Options) -> Any:
+    from ..store import Store
+
+    return Store.open(opts.store)
+
+
+def emit(opts: Options, doc: Any, text: str | None) -> None:
+    if opts.json:
+        output.print_json(doc)
+    elif text:
+        click.echo(text)
+
+
+def read_items(items: tuple[str, ...]) -> list[str]:
+    """Arguments, or one item a line from stdin when the only argument is ``-``."""
+    if items == ("-",):
+        from ..lease import iter_resources
+
+        return list(iter_resources(sys.stdin))
+    return list(items)
+
+
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
+    """Run the CLI and return its exit code (SPEC §4)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in args
+    debug = "--debug" in args
+    try:
+        result = cli.main(args=args, prog_name=prog_name or _prog_name(), standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("gitlease: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        error = UsageError(exc.format_message())
+        return _fail(error, wants_json, usage=exc)
+    except GitleaseError as exc:
+        return _fail(exc, wants_json)
+    except KeyboardInterrupt:
+        click.echo("gitlease: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: message, no traceback unless --debug
+        if debug:
+            traceback.print_exc()
+        error = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
+        return _fail(error, wants_json)
+    return int(result or 0)
+
+
+def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:
+    if wants_json:
+        output.print_json(output.error_document(error))
+    elif usage is not None:
+        usage.show()
+    else:
+        click.echo(f"gitlease: {error.code}: {error.message}", err=True)
+    return error.exit_code
+
+
+def _prog_name() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "gitlease"
+    if name in ("__main__.py", "-c", "-m") or name.endswith(".py"):
+        return "gitlease"
+    return "git lease" if name == "git-lease" else name
+
+
+def path_arg(value: str | None) -> Path | None:
+    return Path(value) if value else None

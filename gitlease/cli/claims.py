@@ -1,0 +1,213 @@
+"""Commands on single claims: where, key, acquire, heartbeat, release, check, show, list, free, log."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..clock import format_duration
+from . import output
+from .app import Options, cli, command, emit, open_store, read_items
+
+KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
+
+
+def _resource(resource: str | None, key: str | None) -> str | None:
+    if resource is None or key is None:
+        return resource
+    from ..providers import canonical_key
+
+    return canonical_key(key, resource)
+
+
+def _mode_note(doc: dict[str, Any]) -> str:
+    return f"\n{doc['guarantee']}" if doc.get("mode") == "coordination-only" else ""
+
+
+@command(cli, "where")
+def where(opts: Options) -> None:
+    """Print the store in use and why it was chosen."""
+    from ..store import locate
+
+    location = locate(opts.store)
+    doc = {
+        "store": str(location.git_dir),
+        "reason": location.reason,
+        "worktree": str(location.worktree) if location.worktree else None,
+        "receipts": str(_receipt_dir(location)),
+    }
+    emit(opts, doc, f"{doc['store']}\n  ({doc['reason']})")
+
+
+def _receipt_dir(location: Any) -> Any:
+    from ..receipts import default_dir
+    from ..store import state_home
+
+    return default_dir(location.worktree_git_dir, state_home())
+
+
+@command(cli, "key")
+@click.argument("provider")
+@click.argument("items", nargs=-1, required=True)
+@click.option("--tag", help="taskmaster: the tag (default master).")
+def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -> None:
+    """Print the canonical resource of each ITEM (one a line; `-` reads stdin)."""
+    from ..providers import canonical_key
+
+    options = {"tag": tag} if tag else {}
+    keys = [{"input": i, "resource": canonical_key(provider, i, options=options)}
+            for i in read_items(items)]
+    emit(opts, {"keys": keys}, "\n".join(k["resource"] for k in keys))
+
+
+@command(cli, "acquire")
+@click.argument("resource")
+@click.option("--ttl", help="How long the claim lasts without a heartbeat (default 15m).")
+@click.option("--owner", help="A non-secret label (default GITLEASE_OWNER or user@host:pid).")
+@click.option("--note", help="A note shown with the claim.")
+@click.option("--wait", help="Retry with backoff and jitter for up to this long while HELD.")
+@click.option("--coordination-only", is_flag=True,
+              help="The durable mutation happens elsewhere (e.g. a remote API): recorded as the mode.")
+@click.option("--receipt", type=click.Path(), help="Where to write the private receipt.")
+@click.option("--no-bind", is_flag=True, help="Do not bind this worktree to the claim.")
+@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+def acquire(opts: Options, resource: str, ttl: str | None, owner: str | None, note: str | None,
+            wait: str | None, coordination_only: bool, receipt: str | None, no_bind: bool,
+            key_: str | None) -> None:
+    """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it."""
+    from ..lease import acquire as do_acquire
+
+    resource = _resource(resource, key_)
+    store = open_store(opts)
+    status = _WaitLine() if wait and not opts.json and sys.stderr.isatty() else None
+    try:
+        result = do_acquire(store, resource, ttl=ttl, owner=owner, note=note,
+                            coordination_only=coordination_only, receipt=receipt, wait=wait,
+                            bind=not no_bind, on_wait=status)
+    finally:
+        if status:
+            status.clear()
+    doc = result.to_dict()
+    emit(opts, doc, f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}"
+         + _mode_note(doc))
+
+
+class _WaitLine:
+    """One live status line on stderr while ``acquire --wait`` retries."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, waiting: Any) -> None:
+        holder = waiting.holder
+        who = "a running guarded operation"
+        if holder is not None and holder.record is not None:
+            left = format_duration(holder.expires_in_ms or 0)
+            who = f"{holder.record.owner} ({left} left)"
+        line = (f"waiting for {who}: attempt {waiting.attempt}, "
+                f"waited {format_duration(waiting.waited_ms)}")
+        sys.stderr.write("\r\033[K" + line)
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _owned(name: str, help_text: str) -> Any:
+    def decorate(f: Any) -> Any:
+        f = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)(f)
+        f = click.option("--receipt", type=click.Path(),
+                         help="The receipt of the claim (default: this worktree's).")(f)
+        f = click.argument("resource", required=False)(f)
+        f.__doc__ = help_text
+        return command(cli, name)(f)
+
+    return decorate
+
+
+@_owned("heartbeat", "Extend your claim by its TTL (exit 4, LOST, if it already expired).")
+@click.option("--ttl", help="A new TTL for this and later heartbeats.")
+def heartbeat(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
+              ttl: str | None) -> None:
+    from ..lease import heartbeat as do_heartbeat
+
+    claim = do_heartbeat(open_store(opts), _resource(resource, key_), ttl=ttl, receipt=receipt)
+    emit(opts, claim.to_dict(), f"renewed {claim.describe()}")
+
+
+@_owned("release", "Release your claim, optionally with a checkpoint (where progress was written).")
+@click.option("--checkpoint", help="Where the durable progress is, e.g. a provider comment URL.")
+def release(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
+            checkpoint: str | None) -> None:
+    from ..lease import release as do_release
+
+    claim = do_release(open_store(opts), _resource(resource, key_), checkpoint=checkpoint,
+                       receipt=receipt)
+    emit(opts, claim.to_dict(), f"released {claim.describe()}")
+
+
+@_owned("check", "Exit 0 if you still hold the claim (with --min-remaining left), else 4 (LOST).")
+@click.option("--min-remaining", help="Require at least this much time left.")
+def check(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
+          min_remaining: str | None) -> None:
+    from ..lease import check as do_check
+
+    claim = do_check(open_store(opts), _resource(resource, key_), min_remaining=min_remaining,
+                     receipt=receipt)
+    emit(opts, claim.to_dict(), f"held: {claim.describe()}")
+
+
+@command(cli, "show")
+@click.argument("resource")
+@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+def show(opts: Options, resource: str, key_: str | None) -> None:
+    """Show the record of RESOURCE (never secret): active, expired, released or free."""
+    from ..lease import show as do_show
+
+    claim = do_show(open_store(opts), _resource(resource, key_))
+    emit(opts, claim.to_dict(), output.claim_detail(claim.to_dict()))
+
+
+@command(cli, "list")
+@click.option("--state", type=click.Choice(["active", "expired", "released", "invalid"]),
+              help="Only claims in this state.")
+@click.option("--prefix", help="Only resources that start with this text.")
+def list_(opts: Options, state: str | None, prefix: str | None) -> None:
+    """List every claim: a table for people, JSON for programs."""
+    from ..lease import list_claims
+
+    claims = [c.to_dict() for c in list_claims(open_store(opts), state=state, prefix=prefix)]
+    emit(opts, {"claims": claims}, output.claim_table(claims))
+
+
+@command(cli, "free")
+@click.argument("resources", nargs=-1)
+def free(opts: Options, resources: tuple[str, ...]) -> None:
+    """Of the given resources (`-`: one a line on stdin), print those that can be acquired now."""
+    from ..lease import free as do_free
+
+    claims = [c.to_dict() for c in do_free(open_store(opts), read_items(resources))]
+    emit(opts, {"claims": claims}, "\n".join(c["resource"] for c in claims))
+
+
+@command(cli, "log")
+@click.argument("resource")
+@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+def log(opts: Options, resource: str, key_: str | None) -> None:
+    """The history of RESOURCE, oldest first: one line per transition."""
+    from ..lease import log as do_log
+
+    resource = _resource(resource, key_)
+    records = [c.to_dict() for c in do_log(open_store(opts), resource)]
+    lines = []
+    for doc in records:
+        when = doc["released_at"] or doc["renewed_at"] or ""
+        lines.append(f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
+                     f"{doc['owner']}" + (f"  checkpoint {doc['checkpoint']}"
+                                          if doc["checkpoint"] else ""))
+    emit(opts, {"resource": resource, "records": records}, "\n".join(lines) or "no history")

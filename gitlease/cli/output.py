@@ -1,0 +1,107 @@
+"""How results reach people (tables, relative times, colour) and programs (one JSON document)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from ..clock import format_duration
+from ..errors import GitleaseError
+
+_COLOURS = {"active": "32", "expired": "33", "released": "2", "free": "36", "invalid": "31;1"}
+
+
+def use_colour(stream: Any = None) -> bool:
+    stream = stream or sys.stdout
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def paint(text: str, state: str, colour: bool) -> str:
+    code = _COLOURS.get(state)
+    return f"\033[{code}m{text}\033[0m" if colour and code else text
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+def relative(claim: dict[str, Any]) -> str:
+    """``expires in 4m 12s``, ``expired 3m ago``, ``released 2026-...``."""
+    state = claim["state"]
+    left = claim.get("expires_in")
+    if state == "active" and left is not None:
+        return f"expires in {format_duration(int(left * 1000))}"
+    if state == "expired" and left is not None:
+        return f"expired {format_duration(int(-left * 1000))} ago"
+    if state == "released":
+        return f"released {claim['released_at']}"
+    if state == "invalid":
+        return claim.get("problem") or "invalid record"
+    return ""
+
+
+def claim_table(claims: list[dict[str, Any]]) -> str:
+    """Aligned columns, one claim a row; ``*`` marks claims bound to this worktree."""
+    if not claims:
+        return "no claims"
+    colour = use_colour()
+    header = ["", "RESOURCE", "STATE", "OWNER", "REV", "CLAIM", "TIME", "MODE"]
+    rows = [
+        [
+            "*" if c.get("bound") else "",
+            c["resource"],
+            c["state"],
+            c["owner"] or "",
+            "" if c["revision"] is None else str(c["revision"]),
+            c["claim_id"] or "",
+            relative(c),
+            c["mode"] or "",
+        ]
+        for c in claims
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row, c in zip(rows, claims, strict=True):
+        cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=True)]
+        cells[2] = paint(cells[2], c["state"], colour)
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def claim_detail(claim: dict[str, Any]) -> str:
+    """``show`` for people: one field a line, aligned."""
+    colour = use_colour()
+    order = [
+        "resource", "state", "claim_id", "owner", "revision", "bundle_id", "mode", "acquired_at",
+        "renewed_at", "renew_by", "released_at", "expires_at", "note", "checkpoint", "ref", "oid",
+        "guarantee", "problem", "receipt",
+    ]
+    width = max(len(k) for k in order)
+    lines = []
+    for key in order:
+        value = claim.get(key)
+        if value is None or value is False:
+            continue
+        text = str(value)
+        if key == "state":
+            text = paint(text, claim["state"], colour)
+            rel = relative(claim)
+            if rel and claim["state"] in ("active", "expired"):
+                text += f" ({rel})"
+            if claim.get("bound"):
+                text += " [bound to this worktree]"
+        lines.append(f"{key.replace('_', ' ').ljust(width)}  {text}")
+    return "\n".join(lines)
+
+
+def error_document(error: GitleaseError) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": error.code,
+            "exit": error.exit_code,
+            "message": error.message,
+            "claim": error.claim,
+        }
+    }

@@ -1,0 +1,90 @@
+"""One exception hierarchy; every class carries its exit code (SPEC §4).
+
+The CLI maps an exception to an exit code and a JSON error document through
+``exit_code`` and ``code`` alone, so this module is the only place that decides
+which failure means what to a caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+OK = 0
+
+
+class GitleaseError(Exception):
+    """Base class: an unexpected failure (exit 1) unless a subclass says otherwise."""
+
+    code = "ERROR"
+    exit_code = 1
+
+    def __init__(self, message: str, *, claim: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: The claim the error is about, as a public claim document (never secret).
+        self.claim = claim
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(GitleaseError, ValueError):
+    """Bad arguments or bad input; nothing was touched."""
+
+    code = "USAGE"
+    exit_code = 2
+
+
+class HeldError(GitleaseError):
+    """Another active claim holds the resource: choose other work, or wait."""
+
+    code = "HELD"
+    exit_code = 3
+
+
+class LostError(GitleaseError):
+    """The caller does not (or no longer) hold the claim: stop mutating, re-acquire."""
+
+    code = "LOST"
+    exit_code = 4
+
+
+class ReceiptError(LostError):
+    """The receipt is missing, unreadable, corrupt or not private: ownership cannot be shown."""
+
+
+class AmbiguousError(GitleaseError):
+    """The outcome is unknown (contention, interrupted write): inspect with ``show``, then retry."""
+
+    code = "AMBIGUOUS"
+    exit_code = 5
+
+
+class PreconditionError(GitleaseError):
+    """``replace-file``: the file's content is not what the caller expected."""
+
+    code = "PRECONDITION"
+    exit_code = 6
+
+
+class StoreError(GitleaseError, OSError):
+    """The store is missing, unreadable, corrupt or tampered with: run ``verify``."""
+
+    code = "STORE"
+    exit_code = 7
+
+
+class CorruptRecordError(StoreError):
+    """A record that does not parse or verify, or a ref that is not a blob."""
+
+
+EXIT_NAMES = {
+    OK: "OK",
+    GitleaseError.exit_code: GitleaseError.code,
+    UsageError.exit_code: UsageError.code,
+    HeldError.exit_code: HeldError.code,
+    LostError.exit_code: LostError.code,
+    AmbiguousError.exit_code: AmbiguousError.code,
+    PreconditionError.exit_code: PreconditionError.code,
+    StoreError.exit_code: StoreError.code,
+}
