@@ -67,7 +67,7 @@ def canonical_key(
     chosen = get_provider(provider)
     accepts = f"{provider} accepts {chosen.accepts}"
     if not isinstance(item, str):
-        raise UsageError(f"{provider}: a reference is a string, not {type(item).__name__}")
+        raise UsageError(f"{provider}: a reference is text, not {type(item).__name__}; {accepts}")
     text = item.strip()
     if not text:
         raise UsageError(f"{provider}: empty reference; {accepts}")
@@ -82,9 +82,12 @@ def canonical_key(
 
 def reset_plugins() -> None:
     """Forget discovered and loaded plugins (for tests, or after installing one at run time)."""
+    import importlib
+
     global _discovered
     _discovered = None
     _loaded.clear()
+    importlib.invalidate_caches()
 
 
 # --- plugins --------------------------------------------------------------------------------
