@@ -47,14 +47,6 @@ class BundleResult:
         }
 
 
-def _floor(store: Store, ref: str) -> int:
-    """The last revision of a pruned resource, so revisions keep growing after ``prune``."""
-    try:
-        return int((store.git_dir / "worklease" / "floors" / receipts_mod.resource_key(ref)).read_text())
-    except (OSError, ValueError):
-        return 0
-
-
 def acquire_many(
     store: Store,
     resources: list[str],
@@ -139,7 +131,7 @@ def _new_record(
     store: Store,
 ) -> Record:
     previous = claim.record
-    revision = previous.revision + 1 if previous else _floor(store, snap.ref) + 1
+    revision = previous.revision + 1 if previous else store.revision_floor(snap.ref) + 1
     stamp = rfc3339(now.wall_ms)
     return Record(
         resource=claim.resource,

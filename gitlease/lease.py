@@ -22,7 +22,6 @@ from typing import Any
 from . import receipts as receipts_mod
 from .clock import Now, format_duration, parse_duration_ms, rfc3339
 from .errors import (
-    AmbiguousError,
     CorruptRecordError,
     GitleaseError,
     HeldError,
@@ -34,12 +33,9 @@ from .receipts import Binding, ClaimRef, Receipt
 from .record import (
     COORDINATION_ONLY,
     GUARDED,
-    HELD,
     RELEASED,
     Record,
     SigningKey,
-    new_claim_id,
-    new_token,
     parse,
     verify,
 )

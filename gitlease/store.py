@@ -429,6 +429,28 @@ class Store:
         except Exception as exc:
             raise StoreError(f"cannot write the store's config {self.git_dir}: {exc}") from None
 
+    def _floor_path(self, ref: str) -> Path:
+        digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
+        return self.git_dir / "worklease" / "floors" / digest
+
+    def revision_floor(self, ref: str) -> int:
+        """The last revision of a pruned resource (0 if none): revisions keep growing."""
+        try:
+            return int(self._floor_path(ref).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return 0
+
+    def write_revision_floor(self, ref: str, revision: int) -> None:
+        """Durably remember ``revision`` before ``prune`` removes the ref (caller holds the guard)."""
+        path = self._floor_path(ref)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{revision}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
         import pygit2

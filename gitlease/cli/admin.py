@@ -1,0 +1,90 @@
+"""Commands that look after the store and the worktree: verify, prune, bind, unbind."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import StoreError
+from .app import Options, cli, command, emit, open_store
+
+
+@command(cli, "verify")
+@click.option("--repair", is_flag=True,
+              help="Fix what is safe: stale locks, dead receipts, unverifiable records that "
+                   "can no longer be active. Never touches an active claim.")
+def verify(opts: Options, repair: bool) -> int:
+    """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
+    from ..maintenance import verify as do_verify
+
+    report = do_verify(open_store(opts), repair=repair)
+    doc = report.to_dict()
+    lines = [f"checked {report.checked} refs: "
+             + ("ok" if report.ok and not report.problems else f"{len(report.problems)} problem(s)")]
+    for p in report.problems:
+        mark = "repaired" if p.repaired else "PROBLEM"
+        lines.append(f"  {mark:<8} {p.kind:<18} {p.message}")
+    if report.ok:
+        emit(opts, doc, "\n".join(lines))
+        return 0
+    if opts.json:
+        emit(opts, doc, None)
+        return StoreError.exit_code
+    click.echo("\n".join(lines), err=True)
+    return StoreError.exit_code
+
+
+@command(cli, "prune")
+@click.option("--older-than", default="7d", show_default=True,
+              help="Drop tombstones released longer ago than this.")
+def prune(opts: Options, older_than: str) -> None:
+    """Drop old tombstones; revisions keep increasing for every resource."""
+    from ..maintenance import prune as do_prune
+
+    dropped = do_prune(open_store(opts), older_than=older_than)
+    emit(opts, {"pruned": dropped}, f"pruned {len(dropped)} tombstone(s)")
+
+
+@command(cli, "bind")
+@click.argument("resource")
+@click.option("--receipt", type=click.Path(), help="The receipt of the claim.")
+def bind(opts: Options, resource: str, receipt: str | None) -> None:
+    """Tie this worktree to your active claim on RESOURCE (the commit hooks check it)."""
+    from ..lease import bind as do_bind
+
+    claim = do_bind(open_store(opts), resource, receipt)
+    emit(opts, claim.to_dict(), f"bound this worktree to {claim.describe()}")
+
+
+@command(cli, "unbind")
+@click.argument("resource", required=False)
+def unbind(opts: Options, resource: str | None) -> None:
+    """Untie this worktree from RESOURCE (from every claim if none is named)."""
+    from ..lease import unbind as do_unbind
+
+    removed = do_unbind(open_store(opts), resource)
+    emit(opts, {"unbound": removed}, f"unbound {', '.join(removed) or 'nothing'}")
+
+
+@cli.group("hooks", context_settings={"help_option_names": ["-h", "--help"]})
+def hooks() -> None:
+    """Install, remove or inspect the commit hooks that refuse commits without a live claim."""
+
+
+def _hooks_command(name: str, doc: str) -> None:
+    def run(opts: Options) -> None:
+        from .. import githooks
+
+        states = getattr(githooks, name)()
+        lines = [f"{s.name:<20} {s.state:<10} {s.path}" + ("  (keeps the earlier hook)"
+                                                            if s.chained else "")
+                 for s in states]
+        emit(opts, {"hooks": [s.to_dict() for s in states]}, "\n".join(lines))
+
+    run.__doc__ = doc
+    run.__name__ = f"hooks_{name}"
+    command(hooks, name)(run)
+
+
+_hooks_command("install", "Install pre-commit, prepare-commit-msg and pre-merge-commit hooks.")
+_hooks_command("uninstall", "Remove gitlease's hooks and restore the hooks they replaced.")
+_hooks_command("status", "Show which hooks are installed, foreign or missing.")

@@ -1,0 +1,93 @@
+"""The commit check run by the git hooks: refuse a commit without a live claim (SPEC §7).
+
+It runs on every commit, so it stays lean: no pygit2, no click. It reads this
+worktree's bindings with plain file reads, each bound record with one
+``git for-each-ref`` call, and imports cryptography only when there is a
+binding to verify. Anything it cannot read makes it refuse (fail closed).
+
+Usage (from a hook): ``python -m gitlease.hookcheck HOOK-NAME [ARGS...]``.
+Exit 0 lets the commit proceed; exit 1 refuses it with a message on stderr.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from . import receipts as receipts_mod
+from .errors import GitleaseError
+
+ADVICE = (
+    "Re-acquire the resource and resume from the provider's state, or choose other work "
+    "(`gitlease unbind RESOURCE` if this worktree no longer works on it)."
+)
+
+
+def problems(cwd: Path | None = None) -> list[str]:
+    """Why a commit from this worktree must be refused (empty: it may proceed)."""
+    from .store import Store, find_git_dir
+
+    found = find_git_dir(cwd or Path.cwd())
+    if found is None:
+        return []
+    git_dir = found[0]
+    bound = receipts_mod.bindings(git_dir)
+    if not bound:
+        if _require_claim(git_dir):
+            return [
+                "this repository requires a claim for every commit (gitlease.requireClaim) and "
+                "this worktree holds none: run `gitlease acquire RESOURCE` first"
+            ]
+        return []
+    try:
+        store = Store.open(cwd=cwd)
+    except GitleaseError as exc:
+        return [f"the claim store cannot be read ({exc}); refusing to commit (fail closed)"]
+    from .lease import check_many
+
+    out = []
+    for binding in bound:
+        if isinstance(binding, Path):
+            out.append(f"the binding {binding} is unreadable; run `gitlease unbind`")
+            continue
+        try:
+            receipt = receipts_mod.read(Path(binding.receipt))
+            claim_ref = receipt.claim_for(binding.resource)
+            if claim_ref is None or claim_ref.claim_id != binding.claim_id:
+                raise receipts_mod.ReceiptError(
+                    f"receipt {binding.receipt} does not hold claim {binding.claim_id} on "
+                    f"{binding.resource}"
+                )
+            check_many(store, receipt, [claim_ref], 0)
+        except GitleaseError as exc:
+            out.append(f"{binding.resource} (claim {binding.claim_id}): {exc}")
+    return out
+
+
+def _require_claim(git_dir: Path) -> bool:
+    result = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "config", "--type=bool", "--get", "gitlease.requireClaim"],
+        capture_output=True, text=True,
+    )
+    return result.stdout.strip() == "true"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    hook = args[0] if args else "pre-commit"
+    try:
+        found = problems()
+    except Exception as exc:  # fail closed on anything unexpected
+        found = [f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
+    if not found:
+        return 0
+    lines = [f"gitlease ({hook}): commit refused."]
+    lines += [f"  - {p}" for p in found]
+    lines.append(ADVICE)
+    sys.stderr.write("\n".join(lines) + "\n")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""A client that loops acquire / heartbeat / release over a few resources until killed."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+from gitlease.errors import GitleaseError
+from gitlease.lease import acquire, heartbeat, release
+from gitlease.store import Store
+
+
+def main() -> None:
+    resources = sys.argv[1:]
+    store = Store.open()
+    while True:
+        resource = random.choice(resources)
+        try:
+            acquire(store, resource, ttl="1s", bind=False)
+            if random.random() < 0.7:
+                heartbeat(store, resource)
+            if random.random() < 0.8:
+                release(store, resource, checkpoint="step")
+        except GitleaseError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Many real processes racing for one resource: exactly one winner, every loser HELD (exit 3)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+RACERS = 10
+ROUNDS = 20
+CTX = multiprocessing.get_context("fork")
+
+
+def _racer(repo: str, resources: list[str], barrier, results) -> None:  # noqa: ANN001
+    """One contender: imports done, then for each round wait at the barrier and acquire."""
+    os.chdir(repo)
+    from gitlease.cli import claims  # noqa: F401  (registers commands; imports done here)
+    from gitlease.cli.app import main
+    import pygit2  # noqa: F401
+
+    for resource in resources:
+        barrier.wait()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["acquire", resource, "--ttl", "1m", "--json"])
+        results.put((resource, os.getpid(), code))
+
+
+def _race(repo: Path, resources: list[str]) -> dict[str, list[int]]:
+    barrier = CTX.Barrier(RACERS)
+    results = CTX.Queue()
+    procs = [CTX.Process(target=_racer, args=(str(repo), resources, barrier, results))
+             for _ in range(RACERS)]
+    for p in procs:
+        p.start()
+    codes: dict[str, list[int]] = {r: [] for r in resources}
+    for _ in range(RACERS * len(resources)):
+        resource, _pid, code = results.get(timeout=120)
+        codes[resource].append(code)
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    return codes
+
+
+def _holders(repo: Path, resource: str) -> list[dict]:
+    from gitlease.lease import log
+    from gitlease.store import Store
+
+    return [c.to_dict() for c in log(Store.open(cwd=repo), resource)]
+
+
+@pytest.mark.slow
+def test_race_on_fresh_resources_has_exactly_one_winner(repo: Path) -> None:
+    resources = [f"race/fresh/{i}" for i in range(ROUNDS)]
+    codes = _race(repo, resources)
+    for resource in resources:
+        assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
+        history = _holders(repo, resource)
+        assert [h["revision"] for h in history] == [1]
+
+
+@pytest.mark.slow
+def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatch) -> None:  # noqa: ANN001
+    from gitlease.lease import acquire
+    from gitlease.store import Store
+
+    monkeypatch.chdir(repo)
+    store = Store.open()
+    resources = [f"race/expired/{i}" for i in range(ROUNDS)]
+    for resource in resources:
+        acquire(store, resource, ttl="1s", bind=False)
+    time.sleep(1.2)
+    codes = _race(repo, resources)
+    for resource in resources:
+        assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
+        history = _holders(repo, resource)
+        assert [h["revision"] for h in history] == [1, 2]
+        assert history[0]["claim_id"] != history[1]["claim_id"]
