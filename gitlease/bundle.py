@@ -81,16 +81,22 @@ def acquire_many(
     mode = COORDINATION_ONLY if coordination_only else GUARDED
     store.repo  # noqa: B018 - open the repository so reads under the guard use pygit2
 
+    def judge(snaps: list[Snapshot], now: Now) -> list[L.Claim]:
+        """The members' claims, or HELD / STORE if any cannot be taken."""
+        claims = [L.describe(s, now, r) for s, r in zip(snaps, resources, strict=True)]
+        for claim in claims:
+            if claim.state == "invalid":
+                raise L._store_error(claim)
+            if claim.state == "active":
+                raise L.held_error(claim, L.own_receipt_for(store, claim, explicit))
+        return claims
+
     def attempt() -> BundleResult:
+        judge([store.read(ref) for ref in refs], Now.read())  # refusing needs no guard
         with L._guards(store, refs):
             now = Now.read()
             snaps = [store.read(ref) for ref in refs]
-            claims = [L.describe(s, now, r) for s, r in zip(snaps, resources, strict=True)]
-            for claim in claims:
-                if claim.state == "invalid":
-                    raise L._store_error(claim)
-                if claim.state == "active":
-                    raise L.held_error(claim, L.own_receipt_for(store, claim, explicit))
+            claims = judge(snaps, now)
             if explicit is not None:
                 _refuse_live_explicit(store, explicit, now)
             token = new_token()

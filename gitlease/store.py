@@ -37,6 +37,7 @@ STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
 GUARD_FD_ENV = "GITLEASE_GUARD_FD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
+_HELD: dict[str, int] = {}  # guards this process holds: taking one again is a no-op
 
 
 @dataclass(frozen=True)
@@ -289,12 +290,14 @@ class Store:
     def guard(self, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
         """Hold the resource's guard (an ``flock``), or raise HELD if another process keeps it.
 
-        A process started by ``exec`` inherits its parent's guard through
-        ``GITLEASE_GUARD_FD``; it then works under that guard instead of
-        waiting for it (which would deadlock).
+        Re-entrant within a process. A process started by ``exec`` inherits its
+        parent's guard through ``GITLEASE_GUARD_FD``; it then works under that
+        guard instead of waiting for it (which would deadlock).
         """
         path = self.guard_path(ref)
-        inherited = _inherited_guard(path)
+        inherited = _HELD.get(str(path))
+        if inherited is None:
+            inherited = _inherited_guard(path)
         if inherited is not None:
             yield inherited
             return
@@ -314,8 +317,10 @@ class Store:
                         ) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
+            _HELD[str(path)] = fd
             yield fd
         finally:
+            _HELD.pop(str(path), None)
             os.close(fd)  # closing drops the flock
 
     def clear_stale_lock(self, ref: str, *, wait: float = STALE_LOCK_SECONDS + 2) -> None:

@@ -25,6 +25,7 @@ class Options:
         self.json = False
         self.store: str | None = None
         self.debug = False
+        self.argv: list[str] = []
 
 
 def _set(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -61,7 +62,8 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[..., Any]:
         def run(*args: Any, **kw: Any) -> Any:
             return f(click.get_current_context().find_root().ensure_object(Options), *args, **kw)
 
-        return group.command(name, context_settings=CONTEXT, **kwargs)(_shared(run))
+        settings = {**CONTEXT, **kwargs.pop("context_settings", {})}
+        return group.command(name, context_settings=settings, **kwargs)(_shared(run))
 
     return decorate
 
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     wants_json = "--json" in args
     debug = "--debug" in args
     try:
-        result = cli.main(args=args, prog_name=prog_name or _prog_name(), standalone_mode=False)
+        result = cli.main(args=args, prog_name=prog_name or _prog_name(), standalone_mode=False,
+                          obj=_options(args))
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -126,6 +129,12 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
         error = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
         return _fail(error, wants_json)
     return int(result or 0)
+
+
+def _options(args: list[str]) -> Options:
+    opts = Options()
+    opts.argv = args
+    return opts
 
 
 def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:

@@ -1,0 +1,233 @@
+"""Guarded operations: run a command, or replace a file, only while holding a claim (SPEC §5).
+
+Both hold the resource's guard for their whole duration, so no other gitlease
+caller can be granted the resource meanwhile. ``exec`` hands the guard to its
+child (``GITLEASE_GUARD_FD``) so that the child's own gitlease calls on the same
+claim work instead of waiting for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import lease as L
+from .errors import GitleaseError, LostError, PreconditionError, UsageError
+from .record import COORDINATION_ONLY
+from .store import GUARD_FD_ENV, Store
+
+POLL_SECONDS = 1.0
+GRACE_SECONDS = 5.0
+
+
+def _own_receipt(
+    store: Store, resource: str | None, receipt: str | os.PathLike[str] | None
+) -> tuple[Any, Any] | None:
+    """The caller's receipt for an active claim, if it has one here; None otherwise."""
+    from . import receipts as receipts_mod
+
+    if receipts_mod.explicit_path(receipt) is not None:
+        return L.load_receipt(store, resource, receipt)
+    if resource is None:
+        raise UsageError("name a RESOURCE or pass --receipt")
+    try:
+        rec, claim_ref = L.load_receipt(store, resource, None)
+        L.check_many(store, rec, [claim_ref], 0)
+    except GitleaseError:
+        return None
+    return rec, claim_ref
+
+
+def run_guarded(
+    store: Store,
+    command: Sequence[str],
+    resource: str | None = None,
+    *,
+    receipt: str | os.PathLike[str] | None = None,
+    ttl: str | int | None = None,
+    coordination_only: bool = False,
+    owner: str | None = None,
+    note: str | None = None,
+    grace: float = GRACE_SECONDS,
+) -> int:
+    """Run ``command`` under a claim; its exit status, or LOST if ownership was lost meanwhile.
+
+    Uses the caller's own active claim when its receipt is here (the claim stays
+    held afterwards); otherwise acquires one and releases it when the command ends.
+    """
+    if not command:
+        raise UsageError("give the command to run after --")
+    owned = _own_receipt(store, resource, receipt)
+    acquired = owned is None
+    if owned is None:
+        result = L.acquire(store, resource or "", ttl=ttl, owner=owner, note=note,
+                           coordination_only=coordination_only)
+        owned = (result.receipt, result.receipt.claims[0])
+    rec, claim_ref = owned
+    try:
+        with store.guard(claim_ref.ref) as fd:
+            claim = L.check_many(store, rec, [claim_ref], 0)[0]
+            code = _supervise(store, rec, claim_ref, claim, command, fd, grace)
+    except BaseException:
+        if acquired:
+            with contextlib.suppress(GitleaseError):
+                L.release_many(store, rec, [claim_ref], None)
+        raise
+    if acquired:
+        L.release_many(store, rec, [claim_ref], None)
+    return code
+
+
+def _child_env(claim: L.Claim, fd: int) -> dict[str, str]:
+    assert claim.record is not None
+    env = {k: v for k, v in os.environ.items() if k != GUARD_FD_ENV}
+    env.update(
+        GITLEASE_RESOURCE=claim.resource,
+        GITLEASE_CLAIM_ID=claim.record.claim_id,
+        GITLEASE_REVISION=str(claim.record.revision),
+        GITLEASE_EXPIRES_AT=claim.record.expires_at,
+        **{GUARD_FD_ENV: str(fd)},
+    )
+    if claim.record.mode == COORDINATION_ONLY:
+        env["GITLEASE_MODE"] = COORDINATION_ONLY
+    return env
+
+
+def _supervise(
+    store: Store, rec: Any, claim_ref: Any, claim: L.Claim, command: Sequence[str], fd: int,
+    grace: float,
+) -> int:
+    assert claim.record is not None
+    try:
+        child = subprocess.Popen(list(command), env=_child_env(claim, fd), pass_fds=(fd,),
+                                 start_new_session=True)
+    except OSError as exc:
+        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        beat_every = claim.record.ttl_ms / 3000
+        next_beat = time.monotonic() + beat_every
+        while True:
+            try:
+                code = child.wait(timeout=min(POLL_SECONDS, beat_every))
+                return code if code >= 0 else 128 - code
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                if time.monotonic() >= next_beat:
+                    L.heartbeat_many(store, rec, [claim_ref], None)
+                    next_beat = time.monotonic() + beat_every
+                else:
+                    L.check_many(store, rec, [claim_ref], 0)
+            except LostError as exc:
+                _stop(child, grace)
+                raise LostError(
+                    f"{exc.message}. The command was stopped (process group {child.pid})",
+                    claim=exc.claim,
+                ) from None
+            except GitleaseError:
+                continue  # a passing store hiccup: the next poll decides
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
+    """TERM the child's process group, then KILL it after the grace period."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+# ------------------------------------------------------------------ replace-file
+
+
+def sha256_of(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def replace_file(
+    store: Store,
+    path: str | os.PathLike[str],
+    content: bytes,
+    *,
+    expect_sha256: str | None = None,
+    expect_absent: bool = False,
+    resource: str | None = None,
+    receipt: str | os.PathLike[str] | None = None,
+) -> str:
+    """Write ``content`` to ``path`` only if the claim is held and the file is as expected.
+
+    Under the resource's guard: check the claim, check the current SHA-256,
+    write a temporary file in the same directory, fsync it, rename it over the
+    target, fsync the directory. Returns the new SHA-256.
+    """
+    if expect_absent == (expect_sha256 is not None):
+        raise UsageError("give exactly one of --expect-sha256 HEX or --expect-absent")
+    if expect_sha256 is not None:
+        expect_sha256 = expect_sha256.lower()
+        if len(expect_sha256) != 64 or any(c not in "0123456789abcdef" for c in expect_sha256):
+            raise UsageError(f"--expect-sha256 needs 64 hex digits, not {expect_sha256!r}")
+    target = Path(path).absolute()
+    if target.is_dir():
+        raise UsageError(f"{target} is a directory")
+    rec, claim_ref = L.load_receipt(store, resource, receipt)
+    with store.guard(claim_ref.ref):
+        L.check_many(store, rec, [claim_ref], 0)
+        current = sha256_of(target)
+        if expect_absent and current is not None:
+            raise PreconditionError(f"{target} exists (sha256 {current}); expected it absent")
+        if expect_sha256 is not None and current != expect_sha256:
+            found = "absent" if current is None else f"sha256 {current}"
+            raise PreconditionError(f"{target} is {found}; expected sha256 {expect_sha256}")
+        _write_atomically(target, content)
+    return hashlib.sha256(content).hexdigest()
+
+
+def _write_atomically(target: Path, content: bytes) -> None:
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".gitlease")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
