@@ -68,7 +68,7 @@ def acquire_many(
         validate_resource(resource)
     refs = [encode(r) for r in resources]
     if len(set(refs)) != len(refs):
-        dupes = sorted({r for r, ref in zip(resources, refs) if refs.count(ref) > 1})
+        dupes = sorted({r for r, ref in zip(resources, refs, strict=True) if refs.count(ref) > 1})
         raise UsageError(f"duplicate resources in one request: {', '.join(dupes)}")
     if note is not None and "\0" in note:
         raise UsageError("a note must not contain NUL characters")
@@ -290,7 +290,10 @@ def load_bundle_receipt(
 
 
 def heartbeat(
-    store: Store, bundle_id: str | None = None, *, ttl: str | int | None = None,
+    store: Store,
+    bundle_id: str | None = None,
+    *,
+    ttl: str | int | None = None,
     receipt: str | os.PathLike[str] | None = None,
 ) -> BundleResult:
     rec = load_bundle_receipt(store, bundle_id, receipt)
@@ -299,15 +302,23 @@ def heartbeat(
 
 
 def release(
-    store: Store, bundle_id: str | None = None, *, checkpoint: str | None = None,
+    store: Store,
+    bundle_id: str | None = None,
+    *,
+    checkpoint: str | None = None,
     receipt: str | os.PathLike[str] | None = None,
 ) -> BundleResult:
     rec = load_bundle_receipt(store, bundle_id, receipt)
-    return BundleResult(rec.bundle_id, L.release_many(store, rec, list(rec.claims), checkpoint), rec)
+    return BundleResult(
+        rec.bundle_id, L.release_many(store, rec, list(rec.claims), checkpoint), rec
+    )
 
 
 def check(
-    store: Store, bundle_id: str | None = None, *, min_remaining: str | int | None = None,
+    store: Store,
+    bundle_id: str | None = None,
+    *,
+    min_remaining: str | int | None = None,
     receipt: str | os.PathLike[str] | None = None,
 ) -> BundleResult:
     rec = load_bundle_receipt(store, bundle_id, receipt)

@@ -85,7 +85,7 @@ def parse_duration_ms(text: str | int | float, *, name: str = "duration") -> int
     value = float(match.group(1)) * _UNITS_MS[match.group(2) or "s"]
     if value > MAX_DURATION_MS:
         raise UsageError(f"bad {name} {text!r}: at most 366 days")
-    return int(round(value))
+    return round(value)
 
 
 def format_duration(ms: int) -> str:

@@ -33,6 +33,7 @@ def hook_source() -> str:
 
 def hooks_dir(cwd: Path | None = None) -> Path:
     """``core.hooksPath`` if set (relative to the worktree top), else the common hooks dir."""
+
     def git(*args: str) -> str:
         result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
         if result.returncode not in (0, 1):
@@ -68,8 +69,12 @@ class HookState:
     chained: bool
 
     def to_dict(self) -> dict[str, object]:
-        return {"hook": self.name, "path": str(self.path), "state": self.state,
-                "chained": self.chained}
+        return {
+            "hook": self.name,
+            "path": str(self.path),
+            "state": self.state,
+            "chained": self.chained,
+        }
 
 
 def status(cwd: Path | None = None) -> list[HookState]:

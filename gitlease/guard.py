@@ -68,8 +68,14 @@ def run_guarded(
     owned = _own_receipt(store, resource, receipt)
     acquired = owned is None
     if owned is None:
-        result = L.acquire(store, resource or "", ttl=ttl, owner=owner, note=note,
-                           coordination_only=coordination_only)
+        result = L.acquire(
+            store,
+            resource or "",
+            ttl=ttl,
+            owner=owner,
+            note=note,
+            coordination_only=coordination_only,
+        )
         owned = (result.receipt, result.receipt.claims[0])
     rec, claim_ref = owned
     try:
@@ -102,13 +108,19 @@ def _child_env(claim: L.Claim, fd: int) -> dict[str, str]:
 
 
 def _supervise(
-    store: Store, rec: Any, claim_ref: Any, claim: L.Claim, command: Sequence[str], fd: int,
+    store: Store,
+    rec: Any,
+    claim_ref: Any,
+    claim: L.Claim,
+    command: Sequence[str],
+    fd: int,
     grace: float,
 ) -> int:
     assert claim.record is not None
     try:
-        child = subprocess.Popen(list(command), env=_child_env(claim, fd), pass_fds=(fd,),
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            list(command), env=_child_env(claim, fd), pass_fds=(fd,), start_new_session=True
+        )
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
 
@@ -116,7 +128,9 @@ def _supervise(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous = {
+        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     try:
         beat_every = claim.record.ttl_ms / 3000
         next_beat = time.monotonic() + beat_every
@@ -149,10 +163,8 @@ def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
     """TERM the child's process group, then KILL it after the grace period."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
     child.wait()

@@ -67,8 +67,17 @@ def problems(cwd: Path | None = None) -> list[str]:
 
 def _require_claim(git_dir: Path) -> bool:
     result = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "config", "--type=bool", "--get", "gitlease.requireClaim"],
-        capture_output=True, text=True,
+        [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            "config",
+            "--type=bool",
+            "--get",
+            "gitlease.requireClaim",
+        ],
+        capture_output=True,
+        text=True,
     )
     return result.stdout.strip() == "true"
 

@@ -166,9 +166,7 @@ def verified(snap: Snapshot, resource: str) -> Record:
     record = parse(snap.data)
     verify(record)
     if record.resource != resource:
-        raise CorruptRecordError(
-            f"the ref of {resource!r} holds a record for {record.resource!r}"
-        )
+        raise CorruptRecordError(f"the ref of {resource!r} holds a record for {record.resource!r}")
     return record
 
 
@@ -269,7 +267,7 @@ def retry_until(
     attempt: Callable[[], Any],
     on_wait: Callable[[Waiting], None] | None = None,
 ) -> Any:
-    """Run ``attempt`` until it returns, retrying HELD with backoff and jitter until the deadline."""
+    """Run ``attempt``; while it answers HELD, retry with backoff and jitter until the deadline."""
     started = time.monotonic()
     delay = 0.05
     tries = 0
@@ -313,9 +311,9 @@ def own_receipt_for(store: Store, claim: Claim, explicit: Path | None) -> Path |
         except GitleaseError:
             continue
         ref = rec.claim_for(claim.resource)
-        if ref and ref.claim_id == record.claim_id and rec.token:
-            if SigningKey(rec.token).public_hex == record.public_key:
-                return path
+        ours = ref is not None and ref.claim_id == record.claim_id and rec.token is not None
+        if ours and SigningKey(rec.token or "").public_hex == record.public_key:
+            return path
     return None
 
 
@@ -405,7 +403,8 @@ def _owned_record(claim: Claim, receipt: Receipt, claim_ref: ClaimRef) -> Record
     if claim.state == "invalid":
         raise LostError(
             f"{claim.resource}: the record no longer verifies ({claim.problem}); your claim "
-            f"{claim_ref.claim_id} cannot be shown to be held. Stop mutating; run `gitlease verify`",
+            f"{claim_ref.claim_id} cannot be shown to be held. Stop mutating; "
+            "run `gitlease verify`",
             claim=claim.to_dict(),
         )
     record = claim.record
@@ -572,11 +571,15 @@ def check_many(store: Store, rec: Receipt, claim_refs: list[ClaimRef], need_ms: 
         claim = describe(snap, now, claim_ref.resource)
         record = _owned_record(claim, rec, claim_ref)
         if record.state == RELEASED or not rec.token:
-            raise LostError(f"claim {claim_ref.claim_id} on {claim.resource} was released",
-                            claim=claim.to_dict())
+            raise LostError(
+                f"claim {claim_ref.claim_id} on {claim.resource} was released",
+                claim=claim.to_dict(),
+            )
         if claim.state != "active":
-            raise LostError(f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
-                            claim=claim.to_dict())
+            raise LostError(
+                f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
+                claim=claim.to_dict(),
+            )
         left = claim.expires_in_ms or 0
         if left < need_ms:
             raise LostError(
@@ -653,7 +656,9 @@ def show(store: Store, resource: str) -> Claim:
     return claim
 
 
-def list_claims(store: Store, *, state: str | None = None, prefix: str | None = None) -> list[Claim]:
+def list_claims(
+    store: Store, *, state: str | None = None, prefix: str | None = None
+) -> list[Claim]:
     """Every claim in the store (invalid ones included and marked), in one pass over the refs."""
     now = Now.read()
     claims = [describe(s, now) for s in store.read_all()]
@@ -714,11 +719,7 @@ def _mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
     wt = store.location.worktree_git_dir
     if wt is None:
         return claims
-    bound = {
-        (b.ref, b.claim_id)
-        for b in receipts_mod.bindings(wt)
-        if isinstance(b, Binding)
-    }
+    bound = {(b.ref, b.claim_id) for b in receipts_mod.bindings(wt) if isinstance(b, Binding)}
     if not bound:
         return claims
     return [
@@ -789,7 +790,9 @@ class Lease:
     def check(self, min_remaining: str | int | None = None) -> Claim:
         if self.lost is not None:
             raise self.lost
-        return check(self.store, self.resource, min_remaining=min_remaining, receipt=self.receipt_path)
+        return check(
+            self.store, self.resource, min_remaining=min_remaining, receipt=self.receipt_path
+        )
 
     def release(self, checkpoint: str | None = None) -> Claim:
         self._stop_heartbeats()

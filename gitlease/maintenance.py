@@ -27,7 +27,8 @@ from .store import STALE_LOCK_SECONDS, CompareAndSwapFailed, Snapshot, Store
 
 @dataclass
 class Problem:
-    kind: str  # invalid-record, bad-ref-name, illegal-transition, stale-lock, orphan-receipt, partial-bundle
+    #: invalid-record, bad-ref-name, illegal-transition, stale-lock, orphan-receipt, partial-bundle
+    kind: str
     ref: str
     message: str
     resource: str | None = None
@@ -65,7 +66,9 @@ def verify(store: Store, *, repair: bool = False) -> Report:
         try:
             resource = decode(snap.ref)
         except GitleaseError:
-            report.problems.append(Problem("bad-ref-name", snap.ref, f"{snap.ref} is not a ref gitlease writes"))
+            report.problems.append(
+                Problem("bad-ref-name", snap.ref, f"{snap.ref} is not a ref gitlease writes")
+            )
             continue
         claim = L.describe(snap, now, resource)
         current[snap.ref] = claim
@@ -97,7 +100,9 @@ def _illegal_transitions(store: Store, claim: L.Claim) -> list[str]:
             break  # a repaired or pruned predecessor: the chain's known part ends here
         why = _transition_problem(prev, record)
         if why:
-            problems.append(f"{claim.resource}: revision {prev.revision} -> {record.revision}: {why}")
+            problems.append(
+                f"{claim.resource}: revision {prev.revision} -> {record.revision}: {why}"
+            )
         record = prev
         steps += 1
     return problems
@@ -138,20 +143,38 @@ def _repair_record(store: Store, snap: Snapshot, resource: str, problem: Problem
     if suspect is not None and suspect.state != RELEASED and not L.is_expired(suspect, now):
         problem.message += f"; left alone until {suspect.expires_at} (it may describe a live claim)"
         return
-    revision = max([_max_revision_in_reflog(store, snap.ref), suspect.revision if suspect else 0]) + 1
+    revision = (
+        max([_max_revision_in_reflog(store, snap.ref), suspect.revision if suspect else 0]) + 1
+    )
     token = new_token()
     key = SigningKey(token)
     stamp = rfc3339(now.wall_ms)
     tombstone = Record(
-        resource=resource, state=RELEASED, claim_id=new_claim_id(), owner="gitlease verify --repair",
-        revision=revision, bundle_id=None, mode="guarded", acquired_at=stamp, renewed_at=stamp,
-        released_at=stamp, expires_at=stamp, renew_by=stamp, ttl_ms=1000, boot_id=now.boot,
-        boot_expires_ms=now.boot_ms, note=f"verify --repair: {problem.message}"[:500],
-        checkpoint=None, public_key=key.public_hex, previous=snap.oid,
+        resource=resource,
+        state=RELEASED,
+        claim_id=new_claim_id(),
+        owner="gitlease verify --repair",
+        revision=revision,
+        bundle_id=None,
+        mode="guarded",
+        acquired_at=stamp,
+        renewed_at=stamp,
+        released_at=stamp,
+        expires_at=stamp,
+        renew_by=stamp,
+        ttl_ms=1000,
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms,
+        note=f"verify --repair: {problem.message}"[:500],
+        checkpoint=None,
+        public_key=key.public_hex,
+        previous=snap.oid,
     ).signed(key)
     try:
         with store.guard(snap.ref):
-            store.compare_and_swap(snap.ref, snap.oid, tombstone.raw or b"", "gitlease verify --repair")
+            store.compare_and_swap(
+                snap.ref, snap.oid, tombstone.raw or b"", "gitlease verify --repair"
+            )
     except CompareAndSwapFailed:
         problem.message += "; it changed during repair, run verify again"
         return
@@ -162,7 +185,11 @@ def _repair_record(store: Store, snap: Snapshot, resource: str, problem: Problem
 def _max_revision_in_reflog(store: Store, ref: str) -> int:
     best = 0
     try:
-        lines = (store.git_dir / "logs" / ref).read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = (
+            (store.git_dir / "logs" / ref)
+            .read_text(encoding="utf-8", errors="replace")
+            .splitlines()
+        )
     except OSError:
         return 0
     for line in lines:
@@ -226,19 +253,25 @@ def _orphan_receipts(
         live = [c for c in rec.claims if _is_current(current.get(c.ref), c.claim_id)]
         if rec.bundle_id and live and len(live) < len(rec.claims):
             missing = sorted(c.resource for c in rec.claims if c not in live)
-            problems.append(Problem(
-                "partial-bundle", str(path),
-                f"bundle {rec.bundle_id} holds {len(live)} of {len(rec.claims)} members; "
-                f"not held: {', '.join(missing)}. The held members expire by their TTL",
-            ))
+            problems.append(
+                Problem(
+                    "partial-bundle",
+                    str(path),
+                    f"bundle {rec.bundle_id} holds {len(live)} of {len(rec.claims)} members; "
+                    f"not held: {', '.join(missing)}. The held members expire by their TTL",
+                )
+            )
             continue
         if live:
             continue
         young = time.time() - _mtime(path) < 60  # an acquire may be in flight
         if rec.token and young:
             continue
-        problem = Problem("orphan-receipt", str(path),
-                          f"receipt for {', '.join(c.resource for c in rec.claims)} names no current claim")
+        problem = Problem(
+            "orphan-receipt",
+            str(path),
+            f"receipt for {', '.join(c.resource for c in rec.claims)} names no current claim",
+        )
         if repair:
             receipts_mod.remove(path)
             problem.repaired = True

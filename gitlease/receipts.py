@@ -16,6 +16,7 @@ commit hook uses it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -119,7 +120,8 @@ def check_explicit_location(path: Path) -> None:
         return
     if st.st_mode & 0o022:
         raise UsageError(
-            f"receipt {path} would sit in {parent}, which others can write; choose a private directory"
+            f"receipt {path} would sit in {parent}, which others can write; "
+            "choose a private directory"
         )
 
 
@@ -205,10 +207,8 @@ def without_token(receipt: Receipt) -> Receipt:
 
 
 def remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def candidates(directory: Path, ref: str) -> list[Path]:
@@ -292,6 +292,8 @@ def bindings(worktree_git_dir: Path) -> list[Binding | Path]:
 def _read_binding(path: Path) -> Binding | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return Binding(str(doc["resource"]), str(doc["ref"]), str(doc["claim_id"]), str(doc["receipt"]))
+        return Binding(
+            str(doc["resource"]), str(doc["ref"]), str(doc["claim_id"]), str(doc["receipt"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -74,7 +74,9 @@ def _encode_segment(segment: str) -> str:
     out: list[str] = []
     last = len(segment) - 1
     for i, ch in enumerate(segment):
-        if ch in _SAFE or (ch == "." and 0 < i < last and segment[i - 1] != "." and segment[i + 1] != "."):
+        if ch in _SAFE or (
+            ch == "." and 0 < i < last and segment[i - 1] != "." and segment[i + 1] != "."
+        ):
             out.append(ch)
         else:
             out.append(_escape(ch))

@@ -25,7 +25,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,9 @@ STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
 GUARD_FD_ENV = "GITLEASE_GUARD_FD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
-_HELD: dict[str, int] = {}  # guards this process holds: taking one again is a no-op
+_HELD: dict[str, int] = {}
+#: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
+BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"  # guards this process holds: taking one again is a no-op
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ class Location:
 
 
 def state_home() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(base) / "gitlease"
 
 
@@ -136,7 +140,7 @@ def locate(store: str | os.PathLike[str] | None = None, cwd: Path | None = None)
     """Choose the store: ``--store``, ``GITLEASE_STORE``, the enclosing repository, or per-user."""
     cwd = cwd or Path.cwd()
     found = find_git_dir(cwd)
-    worktree_git_dir, worktree = (found if found else (None, None))
+    worktree_git_dir, worktree = found if found else (None, None)
     if store is not None:
         return _explicit(Path(store), "--store", worktree_git_dir, worktree)
     env = os.environ.get("GITLEASE_STORE")
@@ -295,6 +299,9 @@ class Store:
         guard instead of waiting for it (which would deadlock).
         """
         path = self.guard_path(ref)
+        if BROKEN_FOR_TESTS:
+            yield -1
+            return
         inherited = _HELD.get(str(path))
         if inherited is None:
             inherited = _inherited_guard(path)
@@ -333,10 +340,8 @@ class Store:
             except FileNotFoundError:
                 return
             if age > STALE_LOCK_SECONDS:
-                try:
+                with suppress(FileNotFoundError):
                     lock.unlink()
-                except FileNotFoundError:
-                    pass
                 return
             if time.monotonic() >= deadline:
                 raise AmbiguousError(f"{lock} is held by another git process; try again")
@@ -361,7 +366,9 @@ class Store:
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
-    def compare_and_swap(self, ref: str, expected_oid: str | None, data: bytes, message: str) -> str:
+    def compare_and_swap(
+        self, ref: str, expected_oid: str | None, data: bytes, message: str
+    ) -> str:
         """Point ``ref`` at a new blob iff it still holds ``expected_oid`` (None: absent).
 
         The caller holds the guard. The ref is locked, re-read under the lock and
@@ -380,13 +387,16 @@ class Store:
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:
             self._ensure_reflog(ref)
+        if BROKEN_FOR_TESTS:
+            self._unlocked_read_then_write(ordered)
+            return new_oids
         try:
             with repo.transaction() as tx:
-                for (ref, expected, _), _ in ordered:
+                for (ref, _, _), _ in ordered:
                     self._lock_ref(tx, ref)
                 for (ref, expected, _), _ in ordered:
                     current = self._read_pygit2(ref)
-                    if current.problem and expected is not None:
+                    if current.problem and current.oid != expected:
                         raise CorruptRecordError(f"{ref}: {current.problem}")
                     if current.oid != expected:
                         raise CompareAndSwapFailed(
@@ -398,6 +408,17 @@ class Store:
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot update {updates[0][0]} in {self.git_dir}: {exc}") from None
         return new_oids
+
+    def _unlocked_read_then_write(self, ordered: list[Any]) -> None:
+        """The deliberately broken build (``GITLEASE_TESTING_BREAK_CAS=1``): compare, then set
+        without the lock, so a racer can slip in between. Only the history tests use it, to
+        show that the checker catches what it would let through."""
+        for (ref, expected, _), _ in ordered:
+            if self._read_pygit2(ref).oid != expected:
+                raise CompareAndSwapFailed(f"{ref} changed")
+        time.sleep(0.01)  # widen the window a racer needs
+        for (ref, _, _), new_oid in ordered:
+            self.repo.references.create(ref, new_oid, force=True)
 
     def _lock_ref(self, tx: Any, ref: str) -> None:
         import pygit2
@@ -425,7 +446,7 @@ class Store:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
     def _ensure_gc_config(self) -> None:
-        """Keep ``git gc`` from treating blob reflog tips as errors (and from expiring history early)."""
+        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early."""
         config = self.repo.config
         try:
             if _GC_KEY in config:
@@ -446,7 +467,7 @@ class Store:
             return 0
 
     def write_revision_floor(self, ref: str, revision: int) -> None:
-        """Durably remember ``revision`` before ``prune`` removes the ref (caller holds the guard)."""
+        """Durably remember ``revision`` before ``prune`` removes the ref (under the guard)."""
         path = self._floor_path(ref)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")

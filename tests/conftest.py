@@ -73,28 +73,38 @@ class Result:
         self.err = proc.stderr
 
     @property
-    def json(self):  # noqa: ANN201
+    def json(self):
         return json.loads(self.out)
 
     def __repr__(self) -> str:
         return f"Result(code={self.code}, out={self.out[:500]!r}, err={self.err[:500]!r})"
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
-            input: str | None = None, timeout: float = 60) -> Result:
+def run_cli(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+) -> Result:
     """Run the real CLI in a subprocess, as an agent would."""
     proc = subprocess.run(
-        [sys.executable, "-m", "gitlease", *args], cwd=cwd, text=True, capture_output=True,
-        env={**os.environ, **(env or {})}, input=input, timeout=timeout,
+        [sys.executable, "-m", "gitlease", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+        timeout=timeout,
     )
     return Result(proc)
 
 
 @pytest.fixture
-def cli(repo: Path):  # noqa: ANN201
+def cli(repo: Path):
     """``cli("acquire", "x", cwd=...)``: the CLI in a subprocess, cwd defaulting to the repo."""
 
-    def call(*args: str, cwd: Path | None = None, **kw) -> Result:  # noqa: ANN003
+    def call(*args: str, cwd: Path | None = None, **kw) -> Result:
         return run_cli(*args, cwd=cwd or repo, **kw)
 
     return call

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from gitlease.lease import Claim
 
 
@@ -28,9 +30,7 @@ def assert_no_two_holders(chain: list[Claim]) -> None:
     intervals = claim_intervals(chain)
     boots = {c.record.boot_id for c in chain if c.record}
     assert len(boots) <= 1, "history spans reboots; boot-clock intervals cannot be compared"
-    for (cid_a, rev_a, _s, end_a), (cid_b, rev_b, start_b, _e) in zip(
-        intervals, intervals[1:], strict=False
-    ):
+    for (cid_a, rev_a, _s, end_a), (cid_b, rev_b, start_b, _e) in itertools.pairwise(intervals):
         assert rev_b > rev_a, f"revision went from {rev_a} to {rev_b}"
         assert start_b >= end_a, (
             f"claim {cid_b} (rev {rev_b}) started {end_a - start_b} ms before claim "

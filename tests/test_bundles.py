@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from history import assert_no_two_holders
-
 from conftest import git
+from history import assert_no_two_holders
 
 CTX = multiprocessing.get_context("fork")
 
 
-def test_all_or_nothing(cli) -> None:  # noqa: ANN001
+def test_all_or_nothing(cli) -> None:
     assert cli("acquire", "r/2").code == 0
     got = cli("bundle", "acquire", "r/1", "r/2", "r/3", "--json")
     assert got.code == 3 and got.json["error"]["claim"]["resource"] == "r/2"
@@ -28,7 +27,7 @@ def test_all_or_nothing(cli) -> None:  # noqa: ANN001
     assert cli("bundle", "acquire", "r/1", "r/1").code == 2
 
 
-def test_bundle_lifecycle_touches_every_member(cli, repo: Path) -> None:  # noqa: ANN001
+def test_bundle_lifecycle_touches_every_member(cli, repo: Path) -> None:
     got = cli("bundle", "acquire", "m/1", "m/2", "m/3", "--ttl", "1m", "--json")
     assert got.code == 0
     bid = got.json["bundle_id"]
@@ -47,12 +46,13 @@ def test_bundle_lifecycle_touches_every_member(cli, repo: Path) -> None:  # noqa
     assert {(c["state"], c["checkpoint"]) for c in rel} == {("released", "done")}
 
 
-def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:  # noqa: ANN001
+def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:
     got = cli("bundle", "acquire", "t/1", "t/2", "--json").json
     member = got["claims"][1]
     raw = git("cat-file", "blob", member["oid"], cwd=repo).stdout.replace('"test-agent"', '"eve"')
-    forged = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw,
-                            text=True, capture_output=True).stdout.strip()
+    forged = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw, text=True, capture_output=True
+    ).stdout.strip()
     git("update-ref", member["ref"], forged, cwd=repo)
     beat = cli("bundle", "heartbeat", got["bundle_id"], "--json")
     assert beat.code == 4 and "t/2" in beat.json["error"]["message"]
@@ -61,7 +61,7 @@ def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:  # 
     assert cli("show", "t/2").code == 7  # a contender sees STORE
 
 
-def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:  # noqa: ANN001
+def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:
     os.chdir(repo)
     from gitlease import bundle
     from gitlease.errors import GitleaseError
@@ -86,8 +86,10 @@ def test_ring_of_bundles(repo: Path) -> None:
     for round_ in range(3):
         barrier = CTX.Barrier(n)
         results = CTX.Queue()
-        procs = [CTX.Process(target=_ring_member, args=(str(repo), k, n, barrier, results))
-                 for k in range(n)]
+        procs = [
+            CTX.Process(target=_ring_member, args=(str(repo), k, n, barrier, results))
+            for k in range(n)
+        ]
         for p in procs:
             p.start()
         outcome = dict(results.get(timeout=60) for _ in range(n))
@@ -109,7 +111,7 @@ def test_ring_of_bundles(repo: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:
     from gitlease import bundle
     from gitlease.lease import log
     from gitlease.store import Store
@@ -123,7 +125,8 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
         "while True:\n"
         "    k = random.randrange(4)\n"
         "    try:\n"
-        "        r = bundle.acquire_many(s, [f'kb/{k}', f'kb/{(k + 1) % 4}'], ttl='1s', bind=False)\n"
+        "        r = bundle.acquire_many(s, [f'kb/{k}', f'kb/{(k + 1) % 4}'], ttl='1s',\n"
+        "                                bind=False)\n"
         "        if random.random() < 0.5: bundle.release(s, receipt=r.receipt.path)\n"
         "    except GitleaseError: pass\n"
     )

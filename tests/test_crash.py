@@ -23,9 +23,11 @@ RESOURCES = ["chaos/a", "chaos/b", "chaos/c"]
 
 def _spawn(repo: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(HERE / "chaos_worker.py"), *RESOURCES], cwd=repo,
+        [sys.executable, str(HERE / "chaos_worker.py"), *RESOURCES],
+        cwd=repo,
         env={**os.environ, "PYTHONPATH": str(HERE.parent)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 

@@ -17,9 +17,11 @@ def gitlease_cmd() -> str:
     return f"{sys.executable} -m gitlease"
 
 
-def test_exec_holds_the_claim_longer_than_its_ttl_then_releases(cli, repo: Path) -> None:  # noqa: ANN001
-    proc = subprocess.Popen([sys.executable, "-m", "gitlease", "exec", "job/1", "--ttl", "1s",
-                             "--", "sleep", "3"], cwd=repo)
+def test_exec_holds_the_claim_longer_than_its_ttl_then_releases(cli, repo: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "exec", "job/1", "--ttl", "1s", "--", "sleep", "3"],
+        cwd=repo,
+    )
     time.sleep(1.8)  # past the TTL: only exec's heartbeats keep the claim
     assert cli("acquire", "job/1").code == 3
     assert cli("show", "job/1", "--json").json["state"] == "active"
@@ -27,7 +29,7 @@ def test_exec_holds_the_claim_longer_than_its_ttl_then_releases(cli, repo: Path)
     assert cli("show", "job/1", "--json").json["state"] == "released"
 
 
-def test_exec_with_an_existing_claim_keeps_it(cli, repo: Path) -> None:  # noqa: ANN001
+def test_exec_with_an_existing_claim_keeps_it(cli, repo: Path) -> None:
     doc = cli("acquire", "job/2", "--ttl", "1m", "--json").json
     script = (
         f'[ "$GITLEASE_CLAIM_ID" = "{doc["claim_id"]}" ] && [ "$GITLEASE_REVISION" = 1 ] && '
@@ -44,18 +46,32 @@ def test_exec_with_an_existing_claim_keeps_it(cli, repo: Path) -> None:  # noqa:
     assert token not in env and "glt_" not in env
 
 
-def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:  # noqa: ANN001
+def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
     marker = repo / "still-running"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", "job/3", "--ttl", "1m", "--", "sh", "-c",
-         f"trap '' TERM; while true; do touch {marker}; sleep 0.1; done"], cwd=repo,
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gitlease",
+            "exec",
+            "job/3",
+            "--ttl",
+            "1m",
+            "--",
+            "sh",
+            "-c",
+            f"trap '' TERM; while true; do touch {marker}; sleep 0.1; done",
+        ],
+        cwd=repo,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(1.5)
     oid = cli("show", "job/3", "--json").json["oid"]
     raw = git("cat-file", "blob", oid, cwd=repo).stdout.replace("revision 1", "revision 5")
-    forged = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw,
-                            text=True, capture_output=True).stdout.strip()
+    forged = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw, text=True, capture_output=True
+    ).stdout.strip()
     git("update-ref", "refs/worklease/job/3.lease", forged, cwd=repo)  # edited behind its back
     started = time.monotonic()
     code = proc.wait(timeout=30)
@@ -67,8 +83,9 @@ def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
 
 
 def test_signals_reach_the_child(repo: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "gitlease", "exec", "job/4", "--", "sleep", "30"],
-                            cwd=repo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "exec", "job/4", "--", "sleep", "30"], cwd=repo
+    )
     time.sleep(1.5)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 128 + signal.SIGTERM
@@ -78,7 +95,7 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_replace_file(cli, repo: Path) -> None:  # noqa: ANN001
+def test_replace_file(cli, repo: Path) -> None:
     target = repo / "backlog.md"
     target.write_text("- one\n")
     target.chmod(0o640)
@@ -89,8 +106,15 @@ def test_replace_file(cli, repo: Path) -> None:  # noqa: ANN001
     assert cli("acquire", "doc/1").code == 0
     wrong = cli("replace-file", str(target), "doc/1", "--expect-sha256", "0" * 64, input="x")
     assert wrong.code == 6 and target.read_text() == "- one\n"
-    got = cli("replace-file", str(target), "doc/1", "--expect-sha256", before, "--json",
-              input="- one\n- two\n")
+    got = cli(
+        "replace-file",
+        str(target),
+        "doc/1",
+        "--expect-sha256",
+        before,
+        "--json",
+        input="- one\n- two\n",
+    )
     assert got.code == 0 and got.json["sha256"] == sha(target)
     assert target.read_text() == "- one\n- two\n"
     assert (target.stat().st_mode & 0o777) == 0o640, "the file keeps its mode"
@@ -99,20 +123,35 @@ def test_replace_file(cli, repo: Path) -> None:  # noqa: ANN001
     fresh = repo / "new.txt"
     source = repo / "source.txt"
     source.write_text("from a file\n")
-    assert cli("replace-file", str(fresh), "doc/1", "--expect-absent", "--from", str(source)).code == 0
+    assert (
+        cli("replace-file", str(fresh), "doc/1", "--expect-absent", "--from", str(source)).code == 0
+    )
     assert fresh.read_text() == "from a file\n"
     assert not [p for p in repo.iterdir() if p.name.endswith(".gitlease")], "no temp files left"
 
 
-def test_replace_file_race_has_one_winner(cli, repo: Path) -> None:  # noqa: ANN001
+def test_replace_file_race_has_one_winner(cli, repo: Path) -> None:
     target = repo / "shared.txt"
     target.write_text("v0\n")
     expected = sha(target)
     assert cli("acquire", "doc/2").code == 0
     procs = [
-        subprocess.Popen([sys.executable, "-m", "gitlease", "replace-file", str(target), "doc/2",
-                          "--expect-sha256", expected], cwd=repo, stdin=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gitlease",
+                "replace-file",
+                str(target),
+                "doc/2",
+                "--expect-sha256",
+                expected,
+            ],
+            cwd=repo,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(6)
     ]
     for i, p in enumerate(procs):
@@ -123,11 +162,12 @@ def test_replace_file_race_has_one_winner(cli, repo: Path) -> None:  # noqa: ANN
     assert target.read_text().startswith("writer ")
 
 
-def test_library_replace_file(store, repo: Path) -> None:  # noqa: ANN001
+def test_library_replace_file(store, repo: Path) -> None:
     import gitlease
 
     gitlease.acquire(store, "doc/3", bind=False)
-    digest = gitlease.replace_file(store, repo / "a.txt", b"hi", expect_absent=True,
-                                   resource="doc/3")
+    digest = gitlease.replace_file(
+        store, repo / "a.txt", b"hi", expect_absent=True, resource="doc/3"
+    )
     assert digest == hashlib.sha256(b"hi").hexdigest()
     assert os.environ.get("GITLEASE_GUARD_FD") is None

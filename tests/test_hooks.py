@@ -24,7 +24,7 @@ def commit(worktree: Path, *extra: str, name: str = "change") -> tuple[bool, str
     return result.returncode == 0, result.stderr
 
 
-def test_bound_worktree_lifecycle(cli, worktrees) -> None:  # noqa: ANN001
+def test_bound_worktree_lifecycle(cli, worktrees) -> None:
     a, b = worktrees
     assert cli("hooks", "install", cwd=a).code == 0
     assert commit(a)[0], "an unbound worktree commits freely"
@@ -50,7 +50,7 @@ def test_bound_worktree_lifecycle(cli, worktrees) -> None:  # noqa: ANN001
     assert not cli("list", "--json", cwd=b).json["claims"][0]["bound"]
 
 
-def test_require_claim(cli, worktrees) -> None:  # noqa: ANN001
+def test_require_claim(cli, worktrees) -> None:
     a, _ = worktrees
     cli("hooks", "install", cwd=a)
     git("config", "gitlease.requireClaim", "true", cwd=a)
@@ -62,7 +62,7 @@ def test_require_claim(cli, worktrees) -> None:  # noqa: ANN001
     assert shown["bound"] is True
 
 
-def test_no_bind_and_manual_bind(cli, worktrees) -> None:  # noqa: ANN001
+def test_no_bind_and_manual_bind(cli, worktrees) -> None:
     a, _ = worktrees
     cli("hooks", "install", cwd=a)
     assert cli("acquire", R, "--ttl", "1s", "--no-bind", cwd=a).code == 0
@@ -76,7 +76,7 @@ def test_no_bind_and_manual_bind(cli, worktrees) -> None:  # noqa: ANN001
     assert not cli("list", "--json", cwd=a).json["claims"][-1]["bound"]
 
 
-def test_tampered_record_and_missing_receipt_refuse(cli, worktrees) -> None:  # noqa: ANN001
+def test_tampered_record_and_missing_receipt_refuse(cli, worktrees) -> None:
     a, _ = worktrees
     cli("hooks", "install", cwd=a)
     doc = cli("acquire", R, "--json", cwd=a).json
@@ -102,7 +102,7 @@ def test_tampered_record_and_missing_receipt_refuse(cli, worktrees) -> None:  # 
     assert not ok and "signature" in err
 
 
-def test_foreign_hook_is_kept_chained_and_restored(cli, repo: Path) -> None:  # noqa: ANN001
+def test_foreign_hook_is_kept_chained_and_restored(cli, repo: Path) -> None:
     hook = repo / ".git" / "hooks" / "pre-commit"
     marker = repo / "foreign-ran"
     hook.write_text(f"#!/bin/sh\necho ran >> {marker}\nexit 0\n")
@@ -127,7 +127,7 @@ def test_foreign_hook_is_kept_chained_and_restored(cli, repo: Path) -> None:  # 
     assert not (hook.parent / "prepare-commit-msg").exists()
 
 
-def test_core_hooks_path_is_honoured(cli, repo: Path) -> None:  # noqa: ANN001
+def test_core_hooks_path_is_honoured(cli, repo: Path) -> None:
     git("config", "core.hooksPath", ".githooks", cwd=repo)
     assert cli("hooks", "install").code == 0
     assert (repo / ".githooks" / "prepare-commit-msg").exists()
@@ -137,12 +137,18 @@ def test_core_hooks_path_is_honoured(cli, repo: Path) -> None:  # noqa: ANN001
     assert not commit(repo)[0]
 
 
-def test_hook_check_imports_neither_pygit2_nor_click(cli, repo: Path) -> None:  # noqa: ANN001
+def test_hook_check_imports_neither_pygit2_nor_click(cli, repo: Path) -> None:
     assert cli("acquire", R).code == 0  # bound: the check reads, parses and verifies
     code = (
         "import sys, gitlease.hookcheck as h; assert h.problems() == []; "
         "bad = [m for m in ('pygit2', 'click') if m in sys.modules]; print(bad)"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True,
-                         env=os.environ, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        check=True,
+    ).stdout.strip()
     assert out == "[]"

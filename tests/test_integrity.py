@@ -9,25 +9,32 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import git
 
 R = "work/1"
 
 
 def refs(repo: Path) -> str:
-    return git("for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/", cwd=repo).stdout
+    return git(
+        "for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/", cwd=repo
+    ).stdout
 
 
 def forge(repo: Path, oid: str, old: str, new: str) -> str:
     raw = git("cat-file", "blob", oid, cwd=repo).stdout
     assert old in raw
-    return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw.replace(old, new),
-                          text=True, capture_output=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=repo,
+        input=raw.replace(old, new),
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
 
 
 @pytest.mark.parametrize("bad", ["", "a\nb", "x" * 513, "tab\there", "\x7f"])
-def test_bad_resource_names(cli, repo: Path, bad: str) -> None:  # noqa: ANN001
+def test_bad_resource_names(cli, repo: Path, bad: str) -> None:
     for args in (["acquire", bad], ["show", bad], ["free", bad], ["bundle", "acquire", "ok", bad]):
         got = cli(*args, "--json")
         assert got.code == 2, (args, got)
@@ -37,18 +44,25 @@ def test_bad_resource_names(cli, repo: Path, bad: str) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize(
     "args",
-    [["acquire", R, "--ttl", "soon"], ["acquire", R, "--ttl", "0"], ["acquire", R, "--ttl", "-5m"],
-     ["acquire", R, "--wait", "1y"], ["check", R, "--min-remaining", "x"], ["acquire"],
-     ["prune", "--older-than", "3 weeks"], ["acquire", R, "--no-such-option"]],
+    [
+        ["acquire", R, "--ttl", "soon"],
+        ["acquire", R, "--ttl", "0"],
+        ["acquire", R, "--ttl", "-5m"],
+        ["acquire", R, "--wait", "1y"],
+        ["check", R, "--min-remaining", "x"],
+        ["acquire"],
+        ["prune", "--older-than", "3 weeks"],
+        ["acquire", R, "--no-such-option"],
+    ],
 )
-def test_bad_arguments_are_usage_errors(cli, repo: Path, args: list[str]) -> None:  # noqa: ANN001
+def test_bad_arguments_are_usage_errors(cli, repo: Path, args: list[str]) -> None:
     got = cli(*args, "--json")
     assert got.code == 2, got
     assert got.json["error"]["exit"] == 2 and got.json["error"]["message"]
     assert refs(repo) == ""
 
 
-def test_forged_record_is_refused_and_left_alone(cli, repo: Path) -> None:  # noqa: ANN001
+def test_forged_record_is_refused_and_left_alone(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--ttl", "1m", "--json").json
     forged = forge(repo, doc["oid"], "revision 1", "revision 2")
     git("update-ref", doc["ref"], forged, cwd=repo)
@@ -70,7 +84,7 @@ def test_forged_record_is_refused_and_left_alone(cli, repo: Path) -> None:  # no
     assert refs(repo) == before
 
 
-def test_repair_replaces_a_dead_forged_record_with_a_tombstone(cli, repo: Path) -> None:  # noqa: ANN001
+def test_repair_replaces_a_dead_forged_record_with_a_tombstone(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--ttl", "1s", "--json").json
     git("update-ref", doc["ref"], forge(repo, doc["oid"], '"test-agent"', '"mallory"'), cwd=repo)
     time.sleep(1.2)
@@ -84,7 +98,7 @@ def test_repair_replaces_a_dead_forged_record_with_a_tombstone(cli, repo: Path) 
     assert cli("verify").code == 0
 
 
-def test_ref_pointing_at_a_commit(cli, repo: Path) -> None:  # noqa: ANN001
+def test_ref_pointing_at_a_commit(cli, repo: Path) -> None:
     git("update-ref", "refs/worklease/work/1.lease", "HEAD", cwd=repo)
     before = refs(repo)
     got = cli("acquire", R, "--json")
@@ -93,7 +107,7 @@ def test_ref_pointing_at_a_commit(cli, repo: Path) -> None:  # noqa: ANN001
     assert refs(repo) == before
 
 
-def test_stale_lock_is_cleared_young_lock_is_waited_for(cli, repo: Path) -> None:  # noqa: ANN001
+def test_stale_lock_is_cleared_young_lock_is_waited_for(cli, repo: Path) -> None:
     lock = repo / ".git" / "refs" / "worklease" / "work" / "1.lease.lock"
     lock.parent.mkdir(parents=True)
     lock.write_text("")
@@ -107,7 +121,7 @@ def test_stale_lock_is_cleared_young_lock_is_waited_for(cli, repo: Path) -> None
     assert not lock.exists()
 
 
-def test_corrupt_loose_ref_and_missing_object(cli, repo: Path) -> None:  # noqa: ANN001
+def test_corrupt_loose_ref_and_missing_object(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--json").json
     loose = repo / ".git" / doc["ref"]
     loose.write_text("garbage\n")
@@ -121,7 +135,7 @@ def test_corrupt_loose_ref_and_missing_object(cli, repo: Path) -> None:  # noqa:
     assert listed[0]["state"] == "invalid" and "missing" in listed[0]["problem"]
 
 
-def test_store_removed_while_in_use(cli, tmp_path: Path, repo: Path) -> None:  # noqa: ANN001
+def test_store_removed_while_in_use(cli, tmp_path: Path, repo: Path) -> None:
     bare = tmp_path / "gone.git"
     git("init", "-q", "--bare", str(bare), cwd=tmp_path)
     env = {"GITLEASE_STORE": str(bare)}
@@ -132,14 +146,25 @@ def test_store_removed_while_in_use(cli, tmp_path: Path, repo: Path) -> None:  #
         assert got.code == 7, (args, got)
 
 
-def test_no_token_anywhere_but_the_receipt(cli, repo: Path) -> None:  # noqa: ANN001
+def test_no_token_anywhere_but_the_receipt(cli, repo: Path) -> None:
     outputs = []
     doc = cli("acquire", R, "--json").json
     token = __import__("json").loads(Path(doc["receipt"]).read_text())["token"]
     assert token.startswith("glt_")
-    for args in (["show", R], ["list"], ["heartbeat", R], ["check", R], ["log", R], ["verify"],
-                 ["bundle", "acquire", "b/1", "b/2"], ["where"], ["show", R, "--json"],
-                 ["exec", R, "--", "env"], ["acquire", R, "--json"], ["release", R, "--json"]):
+    for args in (
+        ["show", R],
+        ["list"],
+        ["heartbeat", R],
+        ["check", R],
+        ["log", R],
+        ["verify"],
+        ["bundle", "acquire", "b/1", "b/2"],
+        ["where"],
+        ["show", R, "--json"],
+        ["exec", R, "--", "env"],
+        ["acquire", R, "--json"],
+        ["release", R, "--json"],
+    ):
         got = cli(*args)
         outputs += [got.out, got.err]
     assert not any(token in o for o in outputs)
@@ -148,8 +173,12 @@ def test_no_token_anywhere_but_the_receipt(cli, repo: Path) -> None:  # noqa: AN
     for path in git_dir.rglob("*"):
         if path.is_file() and receipts not in path.parents:
             assert token.encode() not in path.read_bytes(), path
-    objects = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo,
-                             capture_output=True, check=True).stdout
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout
     assert token.encode() not in objects
     assert "glt_" not in git("config", "--list", cwd=repo).stdout
 
@@ -163,10 +192,14 @@ def _faketime(offset: str) -> dict[str, str]:
 
 @pytest.mark.skipif(LIBFAKETIME is None, reason="Debian's faketime is installed by .ci/run")
 @pytest.mark.parametrize("jump", ["+1h", "-1h"])
-def test_wall_clock_jumps_change_no_decision(cli, repo: Path, jump: str) -> None:  # noqa: ANN001
+def test_wall_clock_jumps_change_no_decision(cli, repo: Path, jump: str) -> None:
     env = _faketime(jump)
-    probe = subprocess.run(["python3", "-c", "import time; print(time.time())"],
-                           env={**os.environ, **env}, capture_output=True, text=True)
+    probe = subprocess.run(
+        ["python3", "-c", "import time; print(time.time())"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
     assert abs(float(probe.stdout) - time.time()) > 3000, "faketime is not in effect"
     assert cli("acquire", "live/1", "--ttl", "1m").code == 0
     assert cli("acquire", "dead/1", "--ttl", "1s").code == 0

@@ -16,12 +16,13 @@ ROUNDS = 20
 CTX = multiprocessing.get_context("fork")
 
 
-def _racer(repo: str, resources: list[str], barrier, results) -> None:  # noqa: ANN001
+def _racer(repo: str, resources: list[str], barrier, results) -> None:
     """One contender: imports done, then for each round wait at the barrier and acquire."""
     os.chdir(repo)
+    import pygit2  # noqa: F401
+
     from gitlease.cli import claims  # noqa: F401  (registers commands; imports done here)
     from gitlease.cli.app import main
-    import pygit2  # noqa: F401
 
     for resource in resources:
         barrier.wait()
@@ -33,8 +34,10 @@ def _racer(repo: str, resources: list[str], barrier, results) -> None:  # noqa: 
 def _race(repo: Path, resources: list[str]) -> dict[str, list[int]]:
     barrier = CTX.Barrier(RACERS)
     results = CTX.Queue()
-    procs = [CTX.Process(target=_racer, args=(str(repo), resources, barrier, results))
-             for _ in range(RACERS)]
+    procs = [
+        CTX.Process(target=_racer, args=(str(repo), resources, barrier, results))
+        for _ in range(RACERS)
+    ]
     for p in procs:
         p.start()
     codes: dict[str, list[int]] = {r: [] for r in resources}
@@ -65,7 +68,7 @@ def test_race_on_fresh_resources_has_exactly_one_winner(repo: Path) -> None:
 
 
 @pytest.mark.slow
-def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatch) -> None:
     from gitlease.lease import acquire
     from gitlease.store import Store
 

@@ -26,16 +26,31 @@ texts = st.one_of(st.none(), st.text(max_size=80))
 
 def make(note: str | None = None, owner: str = "agent@host:1", resource: str = "a/b") -> Record:
     return Record(
-        resource=resource, state=HELD, claim_id=new_claim_id(), owner=owner, revision=3,
-        bundle_id=None, mode=GUARDED, acquired_at="2026-11-29T10:00:00.000Z",
-        renewed_at="2026-11-29T10:00:00.000Z", released_at=None,
-        expires_at="2026-11-29T10:15:00.000Z", renew_by="2026-11-29T10:07:30.000Z",
-        ttl_ms=900_000, boot_id="boot-1", boot_expires_ms=1_000_000, note=note, checkpoint=None,
-        public_key=KEY.public_hex, previous=None,
+        resource=resource,
+        state=HELD,
+        claim_id=new_claim_id(),
+        owner=owner,
+        revision=3,
+        bundle_id=None,
+        mode=GUARDED,
+        acquired_at="2026-11-29T10:00:00.000Z",
+        renewed_at="2026-11-29T10:00:00.000Z",
+        released_at=None,
+        expires_at="2026-11-29T10:15:00.000Z",
+        renew_by="2026-11-29T10:07:30.000Z",
+        ttl_ms=900_000,
+        boot_id="boot-1",
+        boot_expires_ms=1_000_000,
+        note=note,
+        checkpoint=None,
+        public_key=KEY.public_hex,
+        previous=None,
     )
 
 
-@given(note=texts, owner=st.text(min_size=1, max_size=40), resource=st.text(min_size=1, max_size=40))
+@given(
+    note=texts, owner=st.text(min_size=1, max_size=40), resource=st.text(min_size=1, max_size=40)
+)
 @settings(max_examples=200)
 def test_round_trip(note: str | None, owner: str, resource: str) -> None:
     record = make(note, owner, resource).signed(KEY)

@@ -12,7 +12,7 @@ from gitlease.refname import MAX_RESOURCE_BYTES, decode, encode, validate_resour
 
 # Resources: any text without control characters, at most 512 UTF-8 bytes; biased
 # towards the characters that matter to the encoding.
-_interesting = st.sampled_from(list("/.-_%+Aa@{}~^:?*[\\ ") + ["lock", "lease", "é", "Σ", "ß"])
+_interesting = st.sampled_from([*"/.-_%+Aa@{}~^:?*[\\ ", "lock", "lease", "é", "Σ", "ß"])
 _chars = st.characters(blacklist_categories=("Cc", "Cs"))
 resources = (
     st.lists(st.one_of(_interesting, _chars, st.text(_chars, max_size=5)), min_size=1, max_size=60)
@@ -69,12 +69,14 @@ def test_no_collisions(a: str, b: str) -> None:
 
 
 @given(st.lists(resources, min_size=2, max_size=6, unique=True))
-def test_any_set_of_resources_can_coexist_in_one_repository(tmp_path_factory, names) -> None:  # noqa: ANN001
+def test_any_set_of_resources_can_coexist_in_one_repository(tmp_path_factory, names) -> None:
     repo = pygit2.init_repository(str(tmp_path_factory.mktemp("r")), bare=True)
     blob = repo.create_blob(b"x")
     for name in names:
         repo.references.create(encode(name), blob)
-    assert sorted(decode(r) for r in repo.references if r.startswith("refs/worklease/")) == sorted(names)
+    assert sorted(decode(r) for r in repo.references if r.startswith("refs/worklease/")) == sorted(
+        names
+    )
 
 
 def test_long_resources_are_split_into_short_components() -> None:
@@ -96,8 +98,15 @@ def test_bad_resources_are_refused(bad: str) -> None:
 
 @pytest.mark.parametrize(
     "ref",
-    ["refs/heads/main", "refs/worklease/a", "refs/worklease/A.lease", "refs/worklease/%41.lease%",
-     "refs/worklease/a%2fb.lease", "refs/worklease/a+.lease", "refs/worklease/.lease"],
+    [
+        "refs/heads/main",
+        "refs/worklease/a",
+        "refs/worklease/A.lease",
+        "refs/worklease/%41.lease%",
+        "refs/worklease/a%2fb.lease",
+        "refs/worklease/a+.lease",
+        "refs/worklease/.lease",
+    ],
 )
 def test_decode_refuses_what_encode_cannot_produce(ref: str) -> None:
     with pytest.raises(UsageError):

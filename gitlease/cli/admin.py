@@ -9,17 +9,22 @@ from .app import Options, cli, command, emit, open_store
 
 
 @command(cli, "verify")
-@click.option("--repair", is_flag=True,
-              help="Fix what is safe: stale locks, dead receipts, unverifiable records that "
-                   "can no longer be active. Never touches an active claim.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Fix what is safe: stale locks, dead receipts, unverifiable records that "
+    "can no longer be active. Never touches an active claim.",
+)
 def verify(opts: Options, repair: bool) -> int:
     """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
     from ..maintenance import verify as do_verify
 
     report = do_verify(open_store(opts), repair=repair)
     doc = report.to_dict()
-    lines = [f"checked {report.checked} refs: "
-             + ("ok" if report.ok and not report.problems else f"{len(report.problems)} problem(s)")]
+    lines = [
+        f"checked {report.checked} refs: "
+        + ("ok" if report.ok and not report.problems else f"{len(report.problems)} problem(s)")
+    ]
     for p in report.problems:
         mark = "repaired" if p.repaired else "PROBLEM"
         lines.append(f"  {mark:<8} {p.kind:<18} {p.message}")
@@ -34,8 +39,12 @@ def verify(opts: Options, repair: bool) -> int:
 
 
 @command(cli, "prune")
-@click.option("--older-than", default="7d", show_default=True,
-              help="Drop tombstones released longer ago than this.")
+@click.option(
+    "--older-than",
+    default="7d",
+    show_default=True,
+    help="Drop tombstones released longer ago than this.",
+)
 def prune(opts: Options, older_than: str) -> None:
     """Drop old tombstones; revisions keep increasing for every resource."""
     from ..maintenance import prune as do_prune
@@ -75,9 +84,11 @@ def _hooks_command(name: str, doc: str) -> None:
         from .. import githooks
 
         states = getattr(githooks, name)()
-        lines = [f"{s.name:<20} {s.state:<10} {s.path}" + ("  (keeps the earlier hook)"
-                                                            if s.chained else "")
-                 for s in states]
+        lines = [
+            f"{s.name:<20} {s.state:<10} {s.path}"
+            + ("  (keeps the earlier hook)" if s.chained else "")
+            for s in states
+        ]
         emit(opts, {"hooks": [s.to_dict() for s in states]}, "\n".join(lines))
 
     run.__doc__ = doc

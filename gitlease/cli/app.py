@@ -40,15 +40,25 @@ def _set(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
 
 def _shared(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option(
-        "--json", "json_", is_flag=True, expose_value=False, callback=_set("json"),
+        "--json",
+        "json_",
+        is_flag=True,
+        expose_value=False,
+        callback=_set("json"),
         help="Print one JSON document on stdout (on success and on failure).",
     )(f)
     f = click.option(
-        "--store", type=click.Path(), expose_value=False, callback=_set("store"),
+        "--store",
+        type=click.Path(),
+        expose_value=False,
+        callback=_set("store"),
         help="The store repository (default: GITLEASE_STORE, the repository here, or per-user).",
     )(f)
     f = click.option(
-        "--debug", is_flag=True, expose_value=False, callback=_set("debug"),
+        "--debug",
+        is_flag=True,
+        expose_value=False,
+        callback=_set("debug"),
         help="Show a traceback on unexpected errors.",
     )(f)
     return f
@@ -106,8 +116,12 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     wants_json = "--json" in args
     debug = "--debug" in args
     try:
-        result = cli.main(args=args, prog_name=prog_name or _prog_name(), standalone_mode=False,
-                          obj=_options(args))
+        result = cli.main(
+            args=args,
+            prog_name=prog_name or _prog_name(),
+            standalone_mode=False,
+            obj=_options(args),
+        )
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:

@@ -15,7 +15,7 @@ def bundle() -> None:
     """Claim several resources all or nothing, and act on all of them."""
 
 
-def _text(verb: str, result_id: str | None, claims: list) -> str:  # noqa: ANN001 - Claim list
+def _text(verb: str, result_id: str | None, claims: list) -> str:
     lines = [f"{verb} bundle {result_id}"]
     lines += [f"  {c.describe()}" for c in claims]
     return "\n".join(lines)
@@ -31,19 +31,39 @@ def _text(verb: str, result_id: str | None, claims: list) -> str:  # noqa: ANN00
 @click.option("--receipt", type=click.Path(), help="Where to write the bundle's receipt.")
 @click.option("--no-bind", is_flag=True, help="Do not bind this worktree to the claims.")
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
-def acquire(opts: Options, resources: tuple[str, ...], ttl: str | None, owner: str | None,
-            note: str | None, wait: str | None, coordination_only: bool, receipt: str | None,
-            no_bind: bool, key_: str | None) -> None:
+def acquire(
+    opts: Options,
+    resources: tuple[str, ...],
+    ttl: str | None,
+    owner: str | None,
+    note: str | None,
+    wait: str | None,
+    coordination_only: bool,
+    receipt: str | None,
+    no_bind: bool,
+    key_: str | None,
+) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
     from .. import bundle as B
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)
-    result = B.acquire_many(open_store(opts), names, ttl=ttl, owner=owner, note=note, wait=wait,
-                            coordination_only=coordination_only, receipt=receipt,
-                            bind=not no_bind)
-    emit(opts, result.to_dict(),
-         _text("acquired", result.bundle_id, result.claims) + f"\nreceipt {result.receipt.path}")
+    result = B.acquire_many(
+        open_store(opts),
+        names,
+        ttl=ttl,
+        owner=owner,
+        note=note,
+        wait=wait,
+        coordination_only=coordination_only,
+        receipt=receipt,
+        bind=not no_bind,
+    )
+    emit(
+        opts,
+        result.to_dict(),
+        _text("acquired", result.bundle_id, result.claims) + f"\nreceipt {result.receipt.path}",
+    )
 
 
 def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None:
@@ -57,9 +77,20 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
             result = getattr(B, name)(store, bundle_id, receipt=receipt, **kw)
             bid, claims = result.bundle_id, result.claims
         doc = {"bundle_id": bid, "claims": [c.to_dict() for c in claims]}
-        emit(opts, doc, _text({"show": "members of", "check": "held:", "heartbeat": "renewed",
-                               "release": "released"}[name],
-                              bid, claims))
+        emit(
+            opts,
+            doc,
+            _text(
+                {
+                    "show": "members of",
+                    "check": "held:",
+                    "heartbeat": "renewed",
+                    "release": "released",
+                }[name],
+                bid,
+                claims,
+            ),
+        )
 
     run.__doc__ = doc
     run.__name__ = f"bundle_{name}"
@@ -70,10 +101,19 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
     command(bundle, name)(run)
 
 
-_bundle_command("heartbeat", "Renew every member (exit 4 naming the member if one was lost).",
-                ("--ttl", "A new TTL for every member."))
-_bundle_command("release", "Release every member, optionally with a checkpoint.",
-                ("--checkpoint", "Where the durable progress is."))
-_bundle_command("check", "Exit 0 if you still hold every member.",
-                ("--min-remaining", "Require at least this much time left on every member."))
+_bundle_command(
+    "heartbeat",
+    "Renew every member (exit 4 naming the member if one was lost).",
+    ("--ttl", "A new TTL for every member."),
+)
+_bundle_command(
+    "release",
+    "Release every member, optionally with a checkpoint.",
+    ("--checkpoint", "Where the durable progress is."),
+)
+_bundle_command(
+    "check",
+    "Exit 0 if you still hold every member.",
+    ("--min-remaining", "Require at least this much time left on every member."),
+)
 _bundle_command("show", "Show every member's record (from the receipt, or by bundle id).", None)

@@ -1,4 +1,4 @@
-"""Commands on single claims: where, key, acquire, heartbeat, release, check, show, list, free, log."""
+"""Commands on single claims: where, key, acquire, heartbeat, release, check, show, list...."""
 
 from __future__ import annotations
 
@@ -57,8 +57,10 @@ def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -
     from ..providers import canonical_key
 
     options = {"tag": tag} if tag else {}
-    keys = [{"input": i, "resource": canonical_key(provider, i, options=options)}
-            for i in read_items(items)]
+    keys = [
+        {"input": i, "resource": canonical_key(provider, i, options=options)}
+        for i in read_items(items)
+    ]
     emit(opts, {"keys": keys}, "\n".join(k["resource"] for k in keys))
 
 
@@ -68,14 +70,26 @@ def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -
 @click.option("--owner", help="A non-secret label (default GITLEASE_OWNER or user@host:pid).")
 @click.option("--note", help="A note shown with the claim.")
 @click.option("--wait", help="Retry with backoff and jitter for up to this long while HELD.")
-@click.option("--coordination-only", is_flag=True,
-              help="The durable mutation happens elsewhere (e.g. a remote API): recorded as the mode.")
+@click.option(
+    "--coordination-only",
+    is_flag=True,
+    help="The durable mutation happens elsewhere (e.g. a remote API): recorded as the mode.",
+)
 @click.option("--receipt", type=click.Path(), help="Where to write the private receipt.")
 @click.option("--no-bind", is_flag=True, help="Do not bind this worktree to the claim.")
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
-def acquire(opts: Options, resource: str, ttl: str | None, owner: str | None, note: str | None,
-            wait: str | None, coordination_only: bool, receipt: str | None, no_bind: bool,
-            key_: str | None) -> None:
+def acquire(
+    opts: Options,
+    resource: str,
+    ttl: str | None,
+    owner: str | None,
+    note: str | None,
+    wait: str | None,
+    coordination_only: bool,
+    receipt: str | None,
+    no_bind: bool,
+    key_: str | None,
+) -> None:
     """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it."""
     from ..lease import acquire as do_acquire
 
@@ -83,15 +97,25 @@ def acquire(opts: Options, resource: str, ttl: str | None, owner: str | None, no
     store = open_store(opts)
     status = _WaitLine() if wait and not opts.json and sys.stderr.isatty() else None
     try:
-        result = do_acquire(store, resource, ttl=ttl, owner=owner, note=note,
-                            coordination_only=coordination_only, receipt=receipt, wait=wait,
-                            bind=not no_bind, on_wait=status)
+        result = do_acquire(
+            store,
+            resource,
+            ttl=ttl,
+            owner=owner,
+            note=note,
+            coordination_only=coordination_only,
+            receipt=receipt,
+            wait=wait,
+            bind=not no_bind,
+            on_wait=status,
+        )
     finally:
         if status:
             status.clear()
     doc = result.to_dict()
-    emit(opts, doc, f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}"
-         + _mode_note(doc))
+    emit(
+        opts, doc, f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
+    )
 
 
 class _WaitLine:
@@ -106,8 +130,10 @@ class _WaitLine:
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
             who = f"{holder.record.owner} ({left} left)"
-        line = (f"waiting for {who}: attempt {waiting.attempt}, "
-                f"waited {format_duration(waiting.waited_ms)}")
+        line = (
+            f"waiting for {who}: attempt {waiting.attempt}, "
+            f"waited {format_duration(waiting.waited_ms)}"
+        )
         sys.stderr.write("\r\033[K" + line)
         sys.stderr.flush()
         self.shown = True
@@ -121,8 +147,11 @@ class _WaitLine:
 def _owned(name: str, help_text: str) -> Any:
     def decorate(f: Any) -> Any:
         f = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)(f)
-        f = click.option("--receipt", type=click.Path(),
-                         help="The receipt of the claim (default: this worktree's).")(f)
+        f = click.option(
+            "--receipt",
+            type=click.Path(),
+            help="The receipt of the claim (default: this worktree's).",
+        )(f)
         f = click.argument("resource", required=False)(f)
         f.__doc__ = help_text
         return command(cli, name)(f)
@@ -132,8 +161,9 @@ def _owned(name: str, help_text: str) -> Any:
 
 @_owned("heartbeat", "Extend your claim by its TTL (exit 4, LOST, if it already expired).")
 @click.option("--ttl", help="A new TTL for this and later heartbeats.")
-def heartbeat(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
-              ttl: str | None) -> None:
+def heartbeat(
+    opts: Options, resource: str | None, receipt: str | None, key_: str | None, ttl: str | None
+) -> None:
     from ..lease import heartbeat as do_heartbeat
 
     claim = do_heartbeat(open_store(opts), _resource(resource, key_), ttl=ttl, receipt=receipt)
@@ -142,23 +172,35 @@ def heartbeat(opts: Options, resource: str | None, receipt: str | None, key_: st
 
 @_owned("release", "Release your claim, optionally with a checkpoint (where progress was written).")
 @click.option("--checkpoint", help="Where the durable progress is, e.g. a provider comment URL.")
-def release(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
-            checkpoint: str | None) -> None:
+def release(
+    opts: Options,
+    resource: str | None,
+    receipt: str | None,
+    key_: str | None,
+    checkpoint: str | None,
+) -> None:
     from ..lease import release as do_release
 
-    claim = do_release(open_store(opts), _resource(resource, key_), checkpoint=checkpoint,
-                       receipt=receipt)
+    claim = do_release(
+        open_store(opts), _resource(resource, key_), checkpoint=checkpoint, receipt=receipt
+    )
     emit(opts, claim.to_dict(), f"released {claim.describe()}")
 
 
 @_owned("check", "Exit 0 if you still hold the claim (with --min-remaining left), else 4 (LOST).")
 @click.option("--min-remaining", help="Require at least this much time left.")
-def check(opts: Options, resource: str | None, receipt: str | None, key_: str | None,
-          min_remaining: str | None) -> None:
+def check(
+    opts: Options,
+    resource: str | None,
+    receipt: str | None,
+    key_: str | None,
+    min_remaining: str | None,
+) -> None:
     from ..lease import check as do_check
 
-    claim = do_check(open_store(opts), _resource(resource, key_), min_remaining=min_remaining,
-                     receipt=receipt)
+    claim = do_check(
+        open_store(opts), _resource(resource, key_), min_remaining=min_remaining, receipt=receipt
+    )
     emit(opts, claim.to_dict(), f"held: {claim.describe()}")
 
 
@@ -174,8 +216,11 @@ def show(opts: Options, resource: str, key_: str | None) -> None:
 
 
 @command(cli, "list")
-@click.option("--state", type=click.Choice(["active", "expired", "released", "invalid"]),
-              help="Only claims in this state.")
+@click.option(
+    "--state",
+    type=click.Choice(["active", "expired", "released", "invalid"]),
+    help="Only claims in this state.",
+)
 @click.option("--prefix", help="Only resources that start with this text.")
 def list_(opts: Options, state: str | None, prefix: str | None) -> None:
     """List every claim: a table for people, JSON for programs."""
@@ -207,7 +252,8 @@ def log(opts: Options, resource: str, key_: str | None) -> None:
     lines = []
     for doc in records:
         when = doc["released_at"] or doc["renewed_at"] or ""
-        lines.append(f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
-                     f"{doc['owner']}" + (f"  checkpoint {doc['checkpoint']}"
-                                          if doc["checkpoint"] else ""))
+        lines.append(
+            f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
+            f"{doc['owner']}" + (f"  checkpoint {doc['checkpoint']}" if doc["checkpoint"] else "")
+        )
     emit(opts, {"resource": resource, "records": records}, "\n".join(lines) or "no history")

@@ -19,8 +19,16 @@ from .claims import KEY_HELP, _resource
 @click.option("--owner", help="Owner label when exec acquires.")
 @click.option("--note", help="Note when exec acquires.")
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
-def exec_(opts: Options, words: tuple[str, ...], receipt: str | None, ttl: str | None,
-          coordination_only: bool, owner: str | None, note: str | None, key_: str | None) -> int:
+def exec_(
+    opts: Options,
+    words: tuple[str, ...],
+    receipt: str | None,
+    ttl: str | None,
+    coordination_only: bool,
+    owner: str | None,
+    note: str | None,
+    key_: str | None,
+) -> int:
     """Run CMD while holding the claim: `gitlease exec RESOURCE -- CMD ARGS...`.
 
     Uses your active claim if its receipt is here (it stays held), else acquires one and
@@ -38,8 +46,16 @@ def exec_(opts: Options, words: tuple[str, ...], receipt: str | None, ttl: str |
     resource = _resource(before[0], key_) if before else None
     if resource is None and receipt is None:
         raise UsageError("name a RESOURCE or pass --receipt")
-    return run_guarded(open_store(opts), cmd, resource, receipt=receipt, ttl=ttl,
-                       coordination_only=coordination_only, owner=owner, note=note)
+    return run_guarded(
+        open_store(opts),
+        cmd,
+        resource,
+        receipt=receipt,
+        ttl=ttl,
+        coordination_only=coordination_only,
+        owner=owner,
+        note=note,
+    )
 
 
 @command(cli, "replace-file")
@@ -47,13 +63,26 @@ def exec_(opts: Options, words: tuple[str, ...], receipt: str | None, ttl: str |
 @click.argument("resource", required=False)
 @click.option("--expect-sha256", metavar="HEX", help="The file's current SHA-256.")
 @click.option("--expect-absent", is_flag=True, help="The file must not exist yet.")
-@click.option("--from", "source", type=click.Path(allow_dash=True), default="-",
-              show_default=True, help="Where the new content comes from.")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(allow_dash=True),
+    default="-",
+    show_default=True,
+    help="Where the new content comes from.",
+)
 @click.option("--receipt", type=click.Path(), help="The receipt of the claim.")
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
-def replace_file(opts: Options, path: str, resource: str | None, expect_sha256: str | None,
-                 expect_absent: bool, source: str, receipt: str | None,
-                 key_: str | None) -> None:
+def replace_file(
+    opts: Options,
+    path: str,
+    resource: str | None,
+    expect_sha256: str | None,
+    expect_absent: bool,
+    source: str,
+    receipt: str | None,
+    key_: str | None,
+) -> None:
     """Replace PATH atomically, only if you hold the claim and PATH is as expected.
 
     Exit 6 (PRECONDITION) if the content is not what you expected, 4 (LOST) if you do
@@ -71,7 +100,13 @@ def replace_file(opts: Options, path: str, resource: str | None, expect_sha256: 
                 content = f.read()
         except OSError as exc:
             raise UsageError(f"cannot read --from {source}: {exc.strerror}") from None
-    digest = do_replace(open_store(opts), path, content, expect_sha256=expect_sha256,
-                        expect_absent=expect_absent, resource=_resource(resource, key_),
-                        receipt=receipt)
+    digest = do_replace(
+        open_store(opts),
+        path,
+        content,
+        expect_sha256=expect_sha256,
+        expect_absent=expect_absent,
+        resource=_resource(resource, key_),
+        receipt=receipt,
+    )
     emit(opts, {"path": path, "sha256": digest}, digest)

@@ -74,9 +74,25 @@ def claim_detail(claim: dict[str, Any]) -> str:
     """``show`` for people: one field a line, aligned."""
     colour = use_colour()
     order = [
-        "resource", "state", "claim_id", "owner", "revision", "bundle_id", "mode", "acquired_at",
-        "renewed_at", "renew_by", "released_at", "expires_at", "note", "checkpoint", "ref", "oid",
-        "guarantee", "problem", "receipt",
+        "resource",
+        "state",
+        "claim_id",
+        "owner",
+        "revision",
+        "bundle_id",
+        "mode",
+        "acquired_at",
+        "renewed_at",
+        "renew_by",
+        "released_at",
+        "expires_at",
+        "note",
+        "checkpoint",
+        "ref",
+        "oid",
+        "guarantee",
+        "problem",
+        "receipt",
     ]
     width = max(len(k) for k in order)
     lines = []

@@ -1,0 +1,1 @@
+"""The agent skill shipped with gitlease: ``SKILL.md``, printed by ``gitlease skill``."""

@@ -1,0 +1,191 @@
+"""The documentation stays true: the CLI reference, the tutorial, and the agent skill."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from conftest import ROOT, git, run_cli
+
+DOCS = ROOT / "docs"
+CLI_MD = DOCS / "reference" / "cli.md"
+GENERATOR = ROOT / "scripts" / "gen-cli-reference"
+TUTORIAL = DOCS / "tutorial.md"
+SKILL = ROOT / "gitlease" / "skill" / "SKILL.md"
+
+
+def all_commands() -> list[tuple[str, click.Command]]:
+    """(command path, command) for the root, every command and every subcommand."""
+    from gitlease.cli import admin, bundles, claims, guarded, skill  # noqa: F401
+    from gitlease.cli.app import cli
+
+    found: list[tuple[str, click.Command]] = []
+
+    def walk(command: click.Command, path: str) -> None:
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}")
+
+    walk(cli, "gitlease")
+    return found
+
+
+# ------------------------------------------------------------------ the CLI reference
+
+
+def test_cli_reference_is_generated_from_the_current_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, str(GENERATOR), "--stdout"], capture_output=True, text=True, check=True
+    )
+    assert result.stdout == CLI_MD.read_text(encoding="utf-8"), (
+        "docs/reference/cli.md is out of date: run scripts/gen-cli-reference "
+        "(with the project's Python) and commit the result"
+    )
+
+
+def _sections(text: str) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    title = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+            sections[title] = ""
+        elif title is not None:
+            sections[title] += line + "\n"
+    return sections
+
+
+def test_every_command_and_option_is_in_the_cli_reference() -> None:
+    sections = _sections(CLI_MD.read_text(encoding="utf-8"))
+    commands = all_commands()
+    assert len(commands) > 20
+    missing = []
+    for path, command in commands:
+        section = sections.get(path)
+        if section is None:
+            missing.append(f"command `{path}`")
+            continue
+        if (command.help or "").strip().splitlines()[0] not in section:
+            missing.append(f"the help of `{path}`")
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            for name in [*param.opts, *param.secondary_opts]:
+                if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", section):
+                    missing.append(f"option {name} of `{path}`")
+        for name in command.get_help_option_names(click.Context(command, **command.context_settings)):
+            if name not in section:
+                missing.append(f"option {name} of `{path}`")
+    assert not missing, "missing from docs/reference/cli.md: " + ", ".join(missing)
+
+
+# ------------------------------------------------------------------ the tutorial
+
+_BLOCK = re.compile(
+    r"<!-- tutorial: (?P<cwd>\S+)(?: expect=(?P<expect>\d+))? -->\n```sh\n(?P<code>.*?)\n```",
+    re.DOTALL,
+)
+
+
+def tutorial_blocks() -> list[tuple[str, int, str]]:
+    """(directory, expected exit code, shell code) for every ```sh block, in order."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    blocks = [
+        (m["cwd"], int(m["expect"] or 0), m["code"]) for m in _BLOCK.finditer(text)
+    ]
+    assert len(blocks) == text.count("```sh\n"), (
+        "every ```sh block in docs/tutorial.md must be preceded by <!-- tutorial: DIR -->"
+    )
+    return blocks
+
+
+def test_tutorial_runs_as_written(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    blocks = tutorial_blocks()
+    assert len(blocks) >= 15
+    for i, (directory, expect, code) in enumerate(blocks, 1):
+        cwd = (tmp_path / directory).resolve()
+        result = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", code],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == expect, (
+            f"tutorial block {i} (in {directory}) exited {result.returncode}, "
+            f"expected {expect}:\n{code}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+        )
+
+    # The tutorial really used two linked worktrees of one repository, sharing one store.
+    a, b = tmp_path / "agent-a", tmp_path / "agent-b"
+    common = {
+        git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=w).stdout.strip()
+        for w in (a, b)
+    }
+    assert common == {str((tmp_path / "shop" / ".git").resolve())}
+    history = run_cli("log", "github/acme/shop/2", "--json", cwd=a).json["records"]
+    assert [(r["revision"], r["owner"], r["state"]) for r in history][0] == (1, "agent-b", "expired")
+    assert (history[-1]["revision"], history[-1]["state"]) == (2, "released")
+    listed = run_cli("list", "--json", cwd=b).json["claims"]
+    assert [(c["resource"], c["state"]) for c in listed] == [
+        ("github/acme/shop/1", "released"),
+        ("github/acme/shop/2", "released"),
+        ("github/acme/shop/3", "released"),
+    ]
+    assert "search: done" in (a / "search.txt").read_text()
+
+
+# ------------------------------------------------------------------ the agent skill
+
+
+def test_skill_prints_the_shipped_skill(tmp_path: Path) -> None:
+    text = SKILL.read_text(encoding="utf-8")
+    front = re.match(r"---\n(.*?)\n---\n", text, re.DOTALL)
+    assert front, "SKILL.md starts with front matter"
+    assert re.search(r"^name: gitlease$", front[1], re.MULTILINE)
+    assert re.search(r"^description: \S", front[1], re.MULTILINE)
+    for command in ("key", "free", "list", "acquire", "heartbeat", "check", "release"):
+        assert f"gitlease {command}" in text
+    for code in range(8):
+        assert re.search(rf"^\| {code} \|", text, re.MULTILINE), f"exit code {code}"
+
+    printed = run_cli("skill", cwd=tmp_path)
+    assert printed.code == 0 and printed.out == text
+    assert run_cli("skill", "--json", cwd=tmp_path).json == {"name": "gitlease", "skill": text}
+
+
+def test_skill_install(tmp_path: Path) -> None:
+    text = SKILL.read_text(encoding="utf-8")
+    skills = tmp_path / "agent" / "skills"
+    target = skills / "gitlease" / "SKILL.md"
+
+    first = run_cli("skill", "install", str(skills), cwd=tmp_path)
+    assert first.code == 0, first
+    assert first.out.strip() == str(target)
+    assert target.read_text(encoding="utf-8") == text
+
+    again = run_cli("skill", "install", str(skills), "--json", cwd=tmp_path)
+    assert again.code == 0 and again.json == {"path": str(target)}, "the same file: no-op"
+
+    target.write_text("my own notes\n", encoding="utf-8")
+    refused = run_cli("skill", "install", str(skills), "--json", cwd=tmp_path)
+    assert refused.code == 2 and "--force" in refused.json["error"]["message"]
+    assert target.read_text(encoding="utf-8") == "my own notes\n", "left alone"
+
+    forced = run_cli("skill", "install", str(skills), "--force", cwd=tmp_path)
+    assert forced.code == 0 and target.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")))
+def test_docs_never_show_a_token(page: str) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert not re.search(r"glt_[A-Za-z0-9_-]{20,}", text), f"{page} shows a bearer token"
