@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ReceiptError, UsageError
+from .errors import ReceiptError, StoreError, UsageError
 
 RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1
@@ -103,7 +103,7 @@ def _private_dir(directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = directory.lstat()
     except OSError as exc:
-        raise ReceiptError(f"cannot create the receipt directory {directory}: {exc}") from None
+        raise StoreError(f"cannot create the receipt directory {directory}: {exc}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"receipt directory {directory} is not a directory")
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
@@ -126,7 +126,7 @@ def check_explicit_location(path: Path) -> None:
 
 
 def write(receipt: Receipt, *, exclusive: bool) -> None:
-    """Write atomically with mode 0600, never through a symlink.
+    """Write atomically with mode 0600, never through a symlink (STORE if it cannot be written).
 
     ``exclusive``: the file must not exist yet (a fresh per-claim receipt).
     Otherwise the file is replaced through a private temporary file.
@@ -141,7 +141,7 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     except FileExistsError:
         raise UsageError(f"receipt {target} already exists") from None
     except OSError as exc:
-        raise ReceiptError(f"cannot write the receipt {target}: {exc.strerror}") from None
+        raise StoreError(f"cannot write the receipt {target}: {exc.strerror}") from None
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, data)
@@ -149,14 +149,14 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     except OSError as exc:
         os.close(fd)
         os.unlink(target)
-        raise ReceiptError(f"cannot write the receipt {target}: {exc.strerror}") from None
+        raise StoreError(f"cannot write the receipt {target}: {exc.strerror}") from None
     os.close(fd)
     if not exclusive:
         try:
             os.replace(target, path)
         except OSError as exc:
             os.unlink(target)
-            raise ReceiptError(f"cannot write the receipt {path}: {exc.strerror}") from None
+            raise StoreError(f"cannot write the receipt {path}: {exc.strerror}") from None
 
 
 def read(path: Path) -> Receipt:

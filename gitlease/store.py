@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ GUARD_WAIT_SECONDS = 2.0
 GUARD_FD_ENV = "GITLEASE_GUARD_FD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
 _HELD: dict[str, int] = {}
+_PACKED_LINE = re.compile(rb"^(\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)$")
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"  # guards this process holds: taking one again is a no-op
 
@@ -138,7 +140,11 @@ def common_dir(git_dir: Path) -> Path:
 
 def locate(store: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Location:
     """Choose the store: ``--store``, ``GITLEASE_STORE``, the enclosing repository, or per-user."""
-    cwd = cwd or Path.cwd()
+    if cwd is None:
+        try:
+            cwd = Path.cwd()
+        except FileNotFoundError:
+            raise StoreError("the current directory no longer exists (was the worktree removed?)") from None
     found = find_git_dir(cwd)
     worktree_git_dir, worktree = found if found else (None, None)
     if store is not None:
@@ -277,12 +283,30 @@ class Store:
         except (pygit2.GitError, ValueError) as exc:
             return Snapshot(ref, "0" * 40, None, f"the ref file is corrupt ({exc})")
         if reference is None:
+            problem = self._packed_refs_problem()
+            if problem:  # libgit2 skips lines it cannot parse: "absent" may be a lie
+                return Snapshot(ref, "0" * 40, None, problem)
             return Snapshot(ref, None, None)
         if reference.type != pygit2.enums.ReferenceType.DIRECT:
             return Snapshot(ref, "0" * 40, None, "the ref is symbolic")
         oid = str(reference.target)
         data, problem = self.read_blob(oid)
         return Snapshot(ref, oid, data, problem)
+
+    def _packed_refs_problem(self) -> str | None:
+        """Why ``packed-refs`` cannot be trusted, or None (it may be absent)."""
+        try:
+            data = (self.git_dir / "packed-refs").read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"packed-refs cannot be read ({exc.strerror})"
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line or line.startswith(b"#"):
+                continue
+            if not _PACKED_LINE.match(line):
+                return f"packed-refs is corrupt at line {number}"
+        return None
 
     # ---------------------------------------------------------------- guards
 

@@ -1,0 +1,162 @@
+"""The fault catalogue: each fault gets its exit code and a clear message, and loses nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_repo, run_cli
+
+R = "fault/1"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI is root)")
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def state(repo: Path) -> str:
+    return git("for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/",
+               cwd=repo).stdout
+
+
+@needs_root
+def test_read_only_store(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "mnt", "8m") as mnt:
+        repo = make_repo(mnt / "repo")
+        assert run_cli("acquire", R, "--ttl", "1m", cwd=repo).code == 0
+        before = state(repo)
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        for args in (["acquire", "fault/2"], ["heartbeat", R], ["release", R]):
+            got = run_cli(*args, "--json", cwd=repo)
+            assert got.code == 7, (args, got)
+            assert "Read-only" in got.json["error"]["message"] or "read-only" in got.json[
+                "error"]["message"].lower()
+        assert run_cli("show", R, "--json", cwd=repo).json["state"] == "active"
+        assert run_cli("check", R, cwd=repo).code == 0, "reads still work"
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
+        assert state(repo) == before
+        assert run_cli("heartbeat", R, cwd=repo).code == 0
+
+
+@needs_root
+def test_disk_full(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "mnt", "4m") as mnt:
+        repo = make_repo(mnt / "repo")
+        assert run_cli("acquire", R, "--ttl", "1m", cwd=repo).code == 0
+        before = state(repo)
+        filler = mnt / "filler"
+        with contextlib.suppress(OSError), open(filler, "wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        got = run_cli("acquire", "fault/2", "--json", cwd=repo)
+        assert got.code == 7 and "space" in got.json["error"]["message"], got
+        assert run_cli("heartbeat", R, cwd=repo).code == 7
+        assert state(repo) == before, "nothing durable was lost or half-written"
+        filler.unlink()
+        assert run_cli("heartbeat", R, cwd=repo).code == 0
+        assert run_cli("acquire", "fault/2", cwd=repo).code == 0
+        assert run_cli("verify", cwd=repo).code == 0
+
+
+def test_corrupt_packed_refs(cli, repo: Path) -> None:  # noqa: ANN001
+    assert cli("acquire", R).code == 0
+    git("pack-refs", "--all", cwd=repo)
+    packed = repo / ".git" / "packed-refs"
+    good = packed.read_bytes()
+    packed.write_bytes(good + b"this is not a packed ref\n")
+    for args in (["acquire", "fault/2"], ["show", R], ["list"], ["heartbeat", R]):
+        got = cli(*args, "--json")
+        assert got.code in (4, 7), (args, got)
+        assert got.json["error"]["message"]
+    assert cli("show", R, "--json").code == 7
+    packed.write_bytes(good)
+    assert cli("heartbeat", R).code == 0
+
+
+def test_truncated_loose_ref(cli, repo: Path) -> None:  # noqa: ANN001
+    doc = cli("acquire", R, "--json").json
+    loose = repo / ".git" / doc["ref"]
+    loose.write_text(doc["oid"][:20])
+    assert cli("show", R).code == 7
+    assert cli("acquire", R).code == 7
+    assert loose.read_text() == doc["oid"][:20]
+
+
+def test_receipt_faults(cli, repo: Path) -> None:  # noqa: ANN001
+    doc = cli("acquire", R, "--json").json
+    receipt = Path(doc["receipt"])
+    saved = receipt.read_bytes()
+
+    receipt.write_text("{not json")
+    got = cli("heartbeat", R, "--json")
+    assert got.code == 4 and "corrupt" in got.json["error"]["message"]
+
+    receipt.write_bytes(saved)
+    receipt.chmod(0o644)
+    got = cli("heartbeat", R, "--json")
+    assert got.code == 4 and "not trusted" in got.json["error"]["message"]
+
+    receipt.chmod(0o600)
+    receipt.unlink()
+    got = cli("release", R, "--json")
+    assert got.code == 4 and "no receipt" in got.json["error"]["message"]
+    assert cli("show", R, "--json").json["oid"] == doc["oid"], "the claim itself is untouched"
+    again = cli("acquire", R, "--json")
+    assert again.code == 3, "it stays held until its TTL: never adopted"
+
+    receipt.write_bytes(saved)
+    receipt.chmod(0o600)
+    assert cli("release", R).code == 0
+
+
+def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    got = cli("acquire", R, "--receipt", str(shared / "r.json"), "--json")
+    assert got.code == 2 and "others can write" in got.json["error"]["message"]
+    target = tmp_path / "private"
+    target.mkdir(mode=0o700)
+    (target / "evil").symlink_to(tmp_path / "elsewhere.json")
+    got = cli("acquire", R, "--receipt", str(target / "evil"), "--json")
+    assert got.code == 0 and not (tmp_path / "elsewhere.json").exists(), "the link is not followed"
+    assert not (target / "evil").is_symlink() and (target / "evil").stat().st_mode & 0o777 == 0o600
+
+
+def test_worktree_removed(cli, worktrees) -> None:  # noqa: ANN001
+    a, b = worktrees
+    assert cli("acquire", R, "--ttl", "2s", cwd=a).code == 0
+    git("worktree", "remove", "--force", str(a), cwd=b)
+    assert cli("heartbeat", R, cwd=b).code == 4
+    assert cli("acquire", R, cwd=b).code == 3
+    assert cli("acquire", R, "--wait", "5s", cwd=b).code == 0, "the orphan expires by TTL"
+    assert cli("verify", cwd=b).code == 0
+
+
+def test_current_directory_removed(repo: Path, tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        "import os, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+        "from gitlease.cli.app import main; from gitlease.cli import admin, claims; "
+        "sys.exit(main(['show', 'x', '--json']))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(gone)],
+                         capture_output=True, text=True)
+    assert out.returncode == 7, out
+    assert "no longer exists" in json.loads(out.stdout)["error"]["message"]
