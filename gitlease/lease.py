@@ -36,8 +36,7 @@ from .record import (
     RELEASED,
     Record,
     SigningKey,
-    parse,
-    verify,
+    parse_and_verify,
 )
 from .refname import decode, encode, validate_resource
 from .store import CompareAndSwapFailed, Snapshot, Store, state_home
@@ -163,8 +162,7 @@ def verified(snap: Snapshot, resource: str) -> Record:
     """The snapshot's record, or :class:`CorruptRecordError` if it cannot be trusted."""
     if snap.problem or snap.data is None:
         raise CorruptRecordError(f"the ref of {resource!r} cannot be read: {snap.problem}")
-    record = parse(snap.data)
-    verify(record)
+    record = parse_and_verify(snap.data)
     if record.resource != resource:
         raise CorruptRecordError(f"the ref of {resource!r} holds a record for {record.resource!r}")
     return record

@@ -144,8 +144,7 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
         raise StoreError(f"cannot write the receipt {target}: {exc.strerror}") from None
     try:
         os.fchmod(fd, 0o600)
-        os.write(fd, data)
-        os.fsync(fd)
+        os.write(fd, data)  # no fsync: a receipt lost to a power cut only lets its claim expire
     except OSError as exc:
         os.close(fd)
         os.unlink(target)

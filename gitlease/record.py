@@ -16,8 +16,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any
 
 from .errors import CorruptRecordError
@@ -54,6 +56,7 @@ _LAYOUT: tuple[tuple[str, str, str], ...] = (
     ("previous", "previous", "word"),
     ("nonce", "nonce", "word"),
 )
+_WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
 
 
@@ -164,7 +167,7 @@ def _parse_value(text: str, kind: str, name: str) -> Any:
         if not text.isascii() or not text.isdigit():
             raise CorruptRecordError(f"the record's {name} is not a number")
         return int(text)
-    if not text or any(c.isspace() for c in text):
+    if not _WORD.fullmatch(text):
         raise CorruptRecordError(f"the record's {name} is malformed")
     return text
 
@@ -183,7 +186,9 @@ def verify(record: Record) -> None:
         ) from None
 
 
+@lru_cache(maxsize=4096)
 def parse_and_verify(data: bytes) -> Record:
+    """Parse and verify, remembering records already verified (a blob never changes)."""
     record = parse(data)
     verify(record)
     return record
@@ -207,7 +212,10 @@ def is_token(text: object) -> bool:
 class SigningKey:
     """The claim's Ed25519 key, derived from its token so only the receipt is secret."""
 
-    def __init__(self, token: str) -> None:
+    def __new__(cls, token: str) -> SigningKey:
+        return _signing_key(token)
+
+    def _init(self, token: str) -> None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
         from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -216,10 +224,19 @@ class SigningKey:
         self.public_hex = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
     def sign(self, payload: bytes) -> bytes:
+        """An Ed25519 signature over ``payload``."""
         return self._key.sign(payload)
 
     def __repr__(self) -> str:  # never show the key material
         return f"SigningKey(public={self.public_hex[:12]}…)"
+
+
+@lru_cache(maxsize=64)
+def _signing_key(token: str) -> SigningKey:
+    """Derive once per token and process: every heartbeat of a claim signs with the same key."""
+    key = object.__new__(SigningKey)
+    key._init(token)
+    return key
 
 
 def new_claim_id() -> str:

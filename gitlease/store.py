@@ -38,10 +38,10 @@ STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
 GUARD_FD_ENV = "GITLEASE_GUARD_FD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
-_HELD: dict[str, int] = {}
+_HELD: dict[str, int] = {}  # guards this process holds: taking one again is a no-op
 _PACKED_LINE = re.compile(rb"^(\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)$")
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
-BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"  # guards this process holds: taking one again is a no-op
+BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,9 @@ def locate(store: str | os.PathLike[str] | None = None, cwd: Path | None = None)
         try:
             cwd = Path.cwd()
         except FileNotFoundError:
-            raise StoreError("the current directory no longer exists (was the worktree removed?)") from None
+            raise StoreError(
+                "the current directory no longer exists (was the worktree removed?)"
+            ) from None
     found = find_git_dir(cwd)
     worktree_git_dir, worktree = found if found else (None, None)
     if store is not None:

@@ -22,6 +22,7 @@ Used by ``tests/test_history.py`` (bounded) and ``scripts/soak`` (as long as you
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -48,9 +49,16 @@ class Stats:
     gcs: int = 0
     by_op: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     violations: dict[str, list[str]] = field(
-        default_factory=lambda: {p: [] for p in
-                                 ("no-two-holders", "revisions-increase", "ok-means-held",
-                                  "fenced-sink", "control-sink (expected)")}
+        default_factory=lambda: {
+            p: []
+            for p in (
+                "no-two-holders",
+                "revisions-increase",
+                "ok-means-held",
+                "fenced-sink",
+                "control-sink (expected)",
+            )
+        }
     )
 
     def summary(self) -> str:
@@ -63,16 +71,29 @@ class Stats:
         return "\n".join(lines)
 
 
-def _spawn(repo: Path, name: str, log_dir: Path, ttl: float, resources: list[str],
-           env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _spawn(
+    repo: Path, name: str, log_dir: Path, ttl: float, resources: list[str], env: dict[str, str]
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(HERE / "harness_client.py"), name, str(log_dir), str(ttl), *resources],
-        cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
-def run(repo: Path, log_dir: Path, *, seconds: float, clients: int = 8, resources: int = 4,
-        ttl: float = 1.0, seed: int = 1, env: dict[str, str] | None = None) -> Stats:
+def run(
+    repo: Path,
+    log_dir: Path,
+    *,
+    seconds: float,
+    clients: int = 8,
+    resources: int = 4,
+    ttl: float = 1.0,
+    seed: int = 1,
+    env: dict[str, str] | None = None,
+) -> Stats:
     """Run clients and the nemesis for ``seconds``, then check the history."""
     rng = random.Random(seed)
     names = [f"res/{i}" for i in range(resources)]
@@ -140,10 +161,10 @@ def _operations(log_dir: Path) -> list[dict]:
 
 def check(repo: Path, log_dir: Path, resources: list[str], stats: Stats) -> Stats:
     """Count violations of the four properties (see the module docstring)."""
+    import history
+
     from gitlease.lease import log
     from gitlease.store import Store
-
-    import history
 
     store = Store.open(cwd=repo)
     intervals: dict[str, dict[str, tuple[int, int, int]]] = {}
@@ -152,12 +173,13 @@ def check(repo: Path, log_dir: Path, resources: list[str], stats: Stats) -> Stat
         chain = log(store, resource)
         spans = history.claim_intervals(chain)
         intervals[resource] = {cid: (rev, start, end) for cid, rev, start, end in spans}
-        for (a, ra, _sa, ea), (b, rb, sb, _eb) in zip(spans, spans[1:], strict=False):
+        for (a, ra, _sa, ea), (b, rb, sb, _eb) in itertools.pairwise(spans):
             if rb <= ra:
                 v["revisions-increase"].append(f"{resource}: {a} rev {ra} then {b} rev {rb}")
             if sb < ea:
                 v["no-two-holders"].append(
-                    f"{resource}: {b} (rev {rb}) began {ea - sb} ms before {a} (rev {ra}) ended")
+                    f"{resource}: {b} (rev {rb}) began {ea - sb} ms before {a} (rev {ra}) ended"
+                )
 
     for op in _operations(log_dir):
         stats.ops += 1
@@ -173,12 +195,15 @@ def check(repo: Path, log_dir: Path, resources: list[str], stats: Stats) -> Stat
             span = intervals[op["resource"]].get(op.get("claim_id"))
             invoke_ms, complete_ms = op["invoke"] // 1_000_000, op["complete"] // 1_000_000 + 1
             if span is None:
-                v["ok-means-held"].append(f"{op['client']} {op['op']} {op['resource']}: claim "
-                                          f"{op.get('claim_id')} is not in the store's history")
+                v["ok-means-held"].append(
+                    f"{op['client']} {op['op']} {op['resource']}: claim "
+                    f"{op.get('claim_id')} is not in the store's history"
+                )
             elif op["op"] != "release" and not (span[1] <= complete_ms and span[2] >= invoke_ms):
                 v["ok-means-held"].append(
                     f"{op['client']} {op['op']} {op['resource']}: claim {op['claim_id']} held "
-                    f"{span[1]}..{span[2]}, call {invoke_ms}..{complete_ms}")
+                    f"{span[1]}..{span[2]}, call {invoke_ms}..{complete_ms}"
+                )
 
     for i, resource in enumerate(resources):
         for kind, key in (("fenced", "fenced-sink"), ("control", "control-sink (expected)")):

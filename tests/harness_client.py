@@ -58,17 +58,30 @@ class Client:
         resource = random.choice(self.resources)
         self.seq += 1
         base = {"client": self.name, "seq": self.seq, "op": op, "resource": resource}
-        self.log.write(json.dumps({**base, "phase": "invoke", "t": boot_ns(),
-                                   "mono": time.monotonic_ns()}) + "\n")
+        self.log.write(
+            json.dumps({**base, "phase": "invoke", "t": boot_ns(), "mono": time.monotonic_ns()})
+            + "\n"
+        )
         result: dict[str, object] = {}
         try:
             result = getattr(self, "op_" + op)(resource) or {}
             outcome, code = "ok", 0
         except GitleaseError as exc:
             outcome, code = "fail", exc.exit_code
-        self.log.write(json.dumps({**base, **result, "phase": "complete", "outcome": outcome,
-                                   "code": code, "t": boot_ns(),
-                                   "mono": time.monotonic_ns()}) + "\n")
+        self.log.write(
+            json.dumps(
+                {
+                    **base,
+                    **result,
+                    "phase": "complete",
+                    "outcome": outcome,
+                    "code": code,
+                    "t": boot_ns(),
+                    "mono": time.monotonic_ns(),
+                }
+            )
+            + "\n"
+        )
 
     def _claim(self, claim: lease.Claim) -> dict[str, object]:
         assert claim.record is not None
@@ -90,16 +103,18 @@ class Client:
     def op_bundle(self, r: str) -> dict[str, object]:
         other = random.choice([x for x in self.resources if x != r])
         path = self.dir / "receipts" / f"{self.name}-bundle.json"
-        got = bundle.acquire_many(self.store, [r, other], ttl=f"{self.ttl}s", receipt=path,
-                                  bind=False)
+        got = bundle.acquire_many(
+            self.store, [r, other], ttl=f"{self.ttl}s", receipt=path, bind=False
+        )
         time.sleep(random.uniform(0, self.ttl / 4))
         bundle.release(self.store, receipt=path)
         return {"claims": [self._claim(c) for c in got.claims]}
 
     def op_exec(self, r: str) -> dict[str, object]:
         mine = self.receipt(r) if self.owned(r)[0] else None  # else exec acquires itself
-        code = guard.run_guarded(self.store, ["sleep", str(round(self.ttl / 3, 2))], r,
-                                 receipt=mine)
+        code = guard.run_guarded(
+            self.store, ["sleep", str(round(self.ttl / 3, 2))], r, receipt=mine
+        )
         return {"exit": code}
 
     def op_replace(self, r: str) -> dict[str, object]:
@@ -108,9 +123,15 @@ class Client:
         sink = self.dir / f"fenced-{self.resources.index(r)}.txt"
         content = sink.read_bytes() if sink.exists() else b""
         line = f"{claim_id} {revision}\n".encode()
-        guard.replace_file(self.store, sink, content + line,
-                           expect_sha256=hashlib.sha256(content).hexdigest() if content else None,
-                           expect_absent=not content, receipt=self.receipt(r), resource=r)
+        guard.replace_file(
+            self.store,
+            sink,
+            content + line,
+            expect_sha256=hashlib.sha256(content).hexdigest() if content else None,
+            expect_absent=not content,
+            receipt=self.receipt(r),
+            resource=r,
+        )
         return {"claim_id": claim_id, "revision": revision}
 
     def op_control(self, r: str) -> dict[str, object]:

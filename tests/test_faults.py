@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import git, make_repo, run_cli
 
 R = "fault/1"
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI is root)")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a tmpfs needs root (CI is root)"
+)
 
 
 @contextlib.contextmanager
@@ -29,8 +30,9 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
 
 
 def state(repo: Path) -> str:
-    return git("for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/",
-               cwd=repo).stdout
+    return git(
+        "for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/", cwd=repo
+    ).stdout
 
 
 @needs_root
@@ -43,8 +45,10 @@ def test_read_only_store(tmp_path: Path) -> None:
         for args in (["acquire", "fault/2"], ["heartbeat", R], ["release", R]):
             got = run_cli(*args, "--json", cwd=repo)
             assert got.code == 7, (args, got)
-            assert "Read-only" in got.json["error"]["message"] or "read-only" in got.json[
-                "error"]["message"].lower()
+            assert (
+                "Read-only" in got.json["error"]["message"]
+                or "read-only" in got.json["error"]["message"].lower()
+            )
         assert run_cli("show", R, "--json", cwd=repo).json["state"] == "active"
         assert run_cli("check", R, cwd=repo).code == 0, "reads still work"
         subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=True)
@@ -73,7 +77,7 @@ def test_disk_full(tmp_path: Path) -> None:
         assert run_cli("verify", cwd=repo).code == 0
 
 
-def test_corrupt_packed_refs(cli, repo: Path) -> None:  # noqa: ANN001
+def test_corrupt_packed_refs(cli, repo: Path) -> None:
     assert cli("acquire", R).code == 0
     git("pack-refs", "--all", cwd=repo)
     packed = repo / ".git" / "packed-refs"
@@ -88,7 +92,7 @@ def test_corrupt_packed_refs(cli, repo: Path) -> None:  # noqa: ANN001
     assert cli("heartbeat", R).code == 0
 
 
-def test_truncated_loose_ref(cli, repo: Path) -> None:  # noqa: ANN001
+def test_truncated_loose_ref(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--json").json
     loose = repo / ".git" / doc["ref"]
     loose.write_text(doc["oid"][:20])
@@ -97,7 +101,7 @@ def test_truncated_loose_ref(cli, repo: Path) -> None:  # noqa: ANN001
     assert loose.read_text() == doc["oid"][:20]
 
 
-def test_receipt_faults(cli, repo: Path) -> None:  # noqa: ANN001
+def test_receipt_faults(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--json").json
     receipt = Path(doc["receipt"])
     saved = receipt.read_bytes()
@@ -124,7 +128,7 @@ def test_receipt_faults(cli, repo: Path) -> None:  # noqa: ANN001
     assert cli("release", R).code == 0
 
 
-def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> None:  # noqa: ANN001
+def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -138,7 +142,7 @@ def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> N
     assert not (target / "evil").is_symlink() and (target / "evil").stat().st_mode & 0o777 == 0o600
 
 
-def test_worktree_removed(cli, worktrees) -> None:  # noqa: ANN001
+def test_worktree_removed(cli, worktrees) -> None:
     a, b = worktrees
     assert cli("acquire", R, "--ttl", "2s", cwd=a).code == 0
     git("worktree", "remove", "--force", str(a), cwd=b)
@@ -156,7 +160,6 @@ def test_current_directory_removed(repo: Path, tmp_path: Path) -> None:
         "from gitlease.cli.app import main; from gitlease.cli import admin, claims; "
         "sys.exit(main(['show', 'x', '--json']))"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(gone)],
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code, str(gone)], capture_output=True, text=True)
     assert out.returncode == 7, out
     assert "no longer exists" in json.loads(out.stdout)["error"]["message"]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import harness
 import pytest
-
 from conftest import git
 
 SECONDS = 45
@@ -30,11 +29,20 @@ def test_history_under_kills_pauses_and_gc(repo: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_checker_catches_a_broken_build(repo: Path, tmp_path: Path) -> None:
     """With compare-and-swap broken on purpose, the same harness must report violations."""
-    stats = harness.run(repo, tmp_path / "log", seconds=15, clients=8, resources=2, ttl=1.0,
-                        env={"GITLEASE_TESTING_BREAK_CAS": "1"})
+    stats = harness.run(
+        repo,
+        tmp_path / "log",
+        seconds=15,
+        clients=8,
+        resources=2,
+        ttl=1.0,
+        env={"GITLEASE_TESTING_BREAK_CAS": "1"},
+    )
     print(stats.summary())
-    caught = sum(len(stats.violations[p]) for p in
-                 ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink"))
+    caught = sum(
+        len(stats.violations[p])
+        for p in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink")
+    )
     assert caught > 0, stats.summary()
 
 
@@ -57,8 +65,9 @@ def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_
         f.write(f"{old.claim.record.claim_id} {old.claim.record.revision} 0\n")
     fenced = tmp_path / "log" / "fenced-0.txt"
     with pytest.raises(LostError):  # the same write through replace-file is refused
-        guard.replace_file(store, fenced, b"x", expect_absent=True, receipt=stale_receipt,
-                           resource="res/0")
+        guard.replace_file(
+            store, fenced, b"x", expect_absent=True, receipt=stale_receipt, resource="res/0"
+        )
     stats = harness.check(repo, tmp_path / "log", ["res/0"], harness.Stats())
     assert len(stats.violations["control-sink (expected)"]) == 1
     assert stats.violations["fenced-sink"] == [] and not fenced.exists()
@@ -66,10 +75,19 @@ def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_
 
 def test_soak_script_prints_its_figures(repo: Path) -> None:
     root = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, str(root / "scripts" / "soak"), "--seconds", "6",
-                          "--repo", str(repo)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts" / "soak"), "--seconds", "6", "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
-    for word in ("operations", "kills", "pauses", "violations no-two-holders: 0",
-                 "violations fenced-sink: 0"):
+    for word in (
+        "operations",
+        "kills",
+        "pauses",
+        "violations no-two-holders: 0",
+        "violations fenced-sink: 0",
+    ):
         assert word in out.stdout
     assert git("for-each-ref", "refs/worklease/", cwd=repo).stdout
