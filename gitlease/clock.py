@@ -8,7 +8,6 @@ expired. Wall-clock times are recorded only for people to read.
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 import time
 from dataclasses import dataclass
@@ -49,8 +48,11 @@ class Now:
 
 def rfc3339(wall_ms: int) -> str:
     """RFC 3339 UTC with milliseconds, the form every record and JSON document uses."""
-    moment = _dt.datetime.fromtimestamp(wall_ms / 1000, tz=_dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{wall_ms % 1000:03d}Z"
+    t = time.gmtime(wall_ms // 1000)
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
+        f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{wall_ms % 1000:03d}Z"
+    )
 
 
 _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$")
@@ -62,8 +64,24 @@ def parse_rfc3339(text: str) -> int:
     if not match:
         raise ValueError(f"not an RFC 3339 UTC time with milliseconds: {text!r}")
     y, mo, d, h, mi, s, ms = (int(g) for g in match.groups())
-    moment = _dt.datetime(y, mo, d, h, mi, s, tzinfo=_dt.UTC)
-    return int(moment.timestamp()) * 1000 + ms
+    if not (1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo) and h < 24 and mi < 60 and s < 60):
+        raise ValueError(f"not a valid time: {text!r}")
+    return ((_days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms
+
+
+def _days_in_month(y: int, m: int) -> int:
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    return (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[m - 1]
+
+
+def _days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
 
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -8,11 +8,8 @@ here overwrites a record it could not verify.
 
 from __future__ import annotations
 
-import getpass
 import os
-import random
-import socket
-import threading
+import threading  # already loaded by subprocess: free
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -192,6 +189,9 @@ class Acquired:
 
 
 def default_owner() -> str:
+    import getpass
+    import socket
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -266,6 +266,8 @@ def retry_until(
     on_wait: Callable[[Waiting], None] | None = None,
 ) -> Any:
     """Run ``attempt``; while it answers HELD, retry with backoff and jitter until the deadline."""
+    import random
+
     started = time.monotonic()
     delay = 0.05
     tries = 0

@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
-import secrets
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
@@ -83,7 +83,7 @@ class Record:
     checkpoint: str | None
     public_key: str
     previous: str | None
-    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+    nonce: str = field(default_factory=lambda: _random_hex(16))
     signature: str | None = None
     raw: bytes | None = field(default=None, compare=False, repr=False)
 
@@ -93,7 +93,7 @@ class Record:
 
     def evolve(self, **changes: Any) -> Record:
         """A successor draft: new nonce, unsigned, with the given fields changed."""
-        changes.setdefault("nonce", secrets.token_hex(16))
+        changes.setdefault("nonce", _random_hex(16))
         return replace(self, signature=None, raw=None, **changes)
 
     def payload(self) -> bytes:
@@ -194,9 +194,13 @@ def parse_and_verify(data: bytes) -> Record:
     return record
 
 
+def _random_hex(size: int) -> str:
+    return os.urandom(size).hex()
+
+
 def new_token() -> str:
     """A fresh 256-bit bearer token, in a form secret scanners recognise."""
-    return TOKEN_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
 
 
 def is_token(text: object) -> bool:
@@ -240,11 +244,11 @@ def _signing_key(token: str) -> SigningKey:
 
 
 def new_claim_id() -> str:
-    return "c-" + secrets.token_hex(8)
+    return "c-" + _random_hex(8)
 
 
 def new_bundle_id() -> str:
-    return "b-" + secrets.token_hex(8)
+    return "b-" + _random_hex(8)
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(Record))
