@@ -329,6 +329,10 @@ def load_receipt(
     explicit = receipts_mod.explicit_path(receipt)
     if explicit is not None:
         rec = receipts_mod.read(explicit)
+        if rec.store != str(store.git_dir):
+            raise UsageError(
+                f"receipt {explicit} belongs to the store {rec.store}, not {store.git_dir}"
+            )
         return rec, _pick_claim(rec, resource)
     directory = receipt_dir(store)
     if resource is None:
@@ -448,6 +452,8 @@ def heartbeat(
 def heartbeat_many(
     store: Store, rec: Receipt, claim_refs: list[ClaimRef], new_ttl: int | None
 ) -> list[Claim]:
+    store.repo  # noqa: B018 - a write follows: read with pygit2 from here on
+
     def attempt() -> list[Claim]:
         with _guards(store, [c.ref for c in claim_refs]):
             now = Now.read()
@@ -503,6 +509,8 @@ def release_many(
 ) -> list[Claim]:
     if checkpoint is not None and "\0" in checkpoint:
         raise UsageError("a checkpoint must not contain NUL characters")
+
+    store.repo  # noqa: B018 - a write follows: read with pygit2 from here on
 
     def attempt() -> list[Claim]:
         with _guards(store, [c.ref for c in claim_refs]):

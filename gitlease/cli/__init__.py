@@ -9,6 +9,4 @@ __all__ = ["cli", "main", "run"]
 
 def run() -> None:
     """Console-script entry point."""
-    from . import admin, bundles, claims, guarded, skill  # noqa: F401  (registers the commands)
-
     raise SystemExit(main())

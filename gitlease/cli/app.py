@@ -7,8 +7,9 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -78,7 +79,27 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[..., Any]:
     return decorate
 
 
-@click.group(context_settings=CONTEXT)
+class LazyGroup(click.Group):
+    """Imports a command's module only when that command runs: start-up stays small."""
+
+    modules: ClassVar[dict[str, str]] = {
+        "where": "claims", "key": "claims", "acquire": "claims", "heartbeat": "claims",
+        "release": "claims", "check": "claims", "show": "claims", "list": "claims",
+        "free": "claims", "log": "claims", "bundle": "bundles", "exec": "guarded",
+        "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
+        "unbind": "admin", "hooks": "admin", "skill": "skill",
+    }  # fmt: skip
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.modules))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.modules:
+            import_module(f"gitlease.cli.{self.modules[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @_shared
 @click.version_option(package_name="gitlease", message="gitlease %(version)s")
 def cli() -> None:
