@@ -152,3 +152,21 @@ def test_hook_check_imports_neither_pygit2_nor_click(cli, repo: Path) -> None:
         check=True,
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_one_check_per_commit_with_or_without_no_verify(cli, repo: Path) -> None:
+    cli("hooks", "install")
+    assert cli("acquire", R).code == 0
+    calls = repo.parent / "calls"
+    wrapper = repo.parent / "python-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    os.environ["GITLEASE_PYTHON"] = str(wrapper)
+    try:
+        assert commit(repo)[0]
+        assert calls.read_text().split() == ["pre-commit"]
+        calls.unlink()
+        assert commit(repo, "--no-verify")[0]
+        assert calls.read_text().split() == ["prepare-commit-msg"]
+    finally:
+        del os.environ["GITLEASE_PYTHON"]
