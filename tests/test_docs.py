@@ -21,7 +21,6 @@ SKILL = ROOT / "gitlease" / "skill" / "SKILL.md"
 
 def all_commands() -> list[tuple[str, click.Command]]:
     """(command path, command) for the root, every command and every subcommand."""
-    from gitlease.cli import admin, bundles, claims, guarded, skill  # noqa: F401
     from gitlease.cli.app import cli
 
     found: list[tuple[str, click.Command]] = []
@@ -29,7 +28,10 @@ def all_commands() -> list[tuple[str, click.Command]]:
     def walk(command: click.Command, path: str) -> None:
         found.append((path, command))
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            ctx = click.Context(command, info_name=path.rsplit(" ", 1)[-1])
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, f"`{path} {name}` is listed but cannot be loaded"
                 walk(sub, f"{path} {name}")
 
     walk(cli, "gitlease")
@@ -71,7 +73,8 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
         if section is None:
             missing.append(f"command `{path}`")
             continue
-        if (command.help or "").strip().splitlines()[0] not in section:
+        first_line = (command.help or "").strip().splitlines()[:1]
+        if first_line and first_line[0] not in section:
             missing.append(f"the help of `{path}`")
         for param in command.params:
             if not isinstance(param, click.Option):
@@ -79,7 +82,8 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
             for name in [*param.opts, *param.secondary_opts]:
                 if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", section):
                     missing.append(f"option {name} of `{path}`")
-        for name in command.get_help_option_names(click.Context(command, **command.context_settings)):
+        ctx = click.Context(command, **command.context_settings)
+        for name in command.get_help_option_names(ctx):
             if name not in section:
                 missing.append(f"option {name} of `{path}`")
     assert not missing, "missing from docs/reference/cli.md: " + ", ".join(missing)
@@ -96,9 +100,7 @@ _BLOCK = re.compile(
 def tutorial_blocks() -> list[tuple[str, int, str]]:
     """(directory, expected exit code, shell code) for every ```sh block, in order."""
     text = TUTORIAL.read_text(encoding="utf-8")
-    blocks = [
-        (m["cwd"], int(m["expect"] or 0), m["code"]) for m in _BLOCK.finditer(text)
-    ]
+    blocks = [(m["cwd"], int(m["expect"] or 0), m["code"]) for m in _BLOCK.finditer(text)]
     assert len(blocks) == text.count("```sh\n"), (
         "every ```sh block in docs/tutorial.md must be preceded by <!-- tutorial: DIR -->"
     )
@@ -133,7 +135,8 @@ def test_tutorial_runs_as_written(tmp_path: Path) -> None:
     }
     assert common == {str((tmp_path / "shop" / ".git").resolve())}
     history = run_cli("log", "github/acme/shop/2", "--json", cwd=a).json["records"]
-    assert [(r["revision"], r["owner"], r["state"]) for r in history][0] == (1, "agent-b", "expired")
+    first = history[0]
+    assert (first["revision"], first["owner"], first["state"]) == (1, "agent-b", "expired")
     assert (history[-1]["revision"], history[-1]["state"]) == (2, "released")
     listed = run_cli("list", "--json", cwd=b).json["claims"]
     assert [(c["resource"], c["state"]) for c in listed] == [
