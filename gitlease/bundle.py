@@ -8,7 +8,7 @@ receipt, and compare-and-swaps every ref in one reference transaction.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,9 @@ def acquire_many(
             rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
             receipts_mod.write(rec, exclusive=explicit is None)
             written = _commit(store, rec, snaps, records, now)
-        if bind:
+        if bind and store.location.worktree_git_dir is not None:
             _bind_all(store, rec)
+            written = [replace(c, bound=True) for c in written]
         if explicit is None:
             _tidy(store, rec)
         return BundleResult(bundle_id, written, rec)

@@ -1,9 +1,9 @@
 """Guarded operations: run a command, or replace a file, only while holding a claim (SPEC §5).
 
 Both hold the resource's guard for their whole duration, so no other gitlease
-caller can be granted the resource meanwhile. ``exec`` hands the guard to its
-child (``GITLEASE_GUARD_FD``) so that the child's own gitlease calls on the same
-claim work instead of waiting for it.
+caller can be granted the resource meanwhile. ``exec`` tells its command
+(``GITLEASE_GUARD``) that its own gitlease calls on the same claim may work under
+exec's guard instead of waiting for it; the lock itself stays with exec.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from . import lease as L
 from .errors import GitleaseError, LostError, PreconditionError, UsageError
 from .record import COORDINATION_ONLY
-from .store import GUARD_FD_ENV, Store
+from .store import GUARD_ENV, Store, guard_delegation
 
 POLL_SECONDS = 1.0
 GRACE_SECONDS = 5.0
@@ -79,9 +79,10 @@ def run_guarded(
         owned = (result.receipt, result.receipt.claims[0])
     rec, claim_ref = owned
     try:
-        with store.guard(claim_ref.ref) as fd:
+        with store.guard(claim_ref.ref):
             claim = L.check_many(store, rec, [claim_ref], 0)[0]
-            code = _supervise(store, rec, claim_ref, claim, command, fd, grace)
+            env = _child_env(claim, guard_delegation(store.guard_path(claim_ref.ref)))
+            code = _supervise(store, rec, claim_ref, claim, command, env, grace)
     except BaseException:
         if acquired:
             with contextlib.suppress(GitleaseError):
@@ -92,15 +93,15 @@ def run_guarded(
     return code
 
 
-def _child_env(claim: L.Claim, fd: int) -> dict[str, str]:
+def _child_env(claim: L.Claim, delegation: str) -> dict[str, str]:
     assert claim.record is not None
-    env = {k: v for k, v in os.environ.items() if k != GUARD_FD_ENV}
+    env = dict(os.environ)
     env.update(
         GITLEASE_RESOURCE=claim.resource,
         GITLEASE_CLAIM_ID=claim.record.claim_id,
         GITLEASE_REVISION=str(claim.record.revision),
         GITLEASE_EXPIRES_AT=claim.record.expires_at,
-        **{GUARD_FD_ENV: str(fd)},
+        **{GUARD_ENV: delegation},
     )
     if claim.record.mode == COORDINATION_ONLY:
         env["GITLEASE_MODE"] = COORDINATION_ONLY
@@ -113,14 +114,12 @@ def _supervise(
     claim_ref: Any,
     claim: L.Claim,
     command: Sequence[str],
-    fd: int,
+    env: dict[str, str],
     grace: float,
 ) -> int:
     assert claim.record is not None
     try:
-        child = subprocess.Popen(
-            list(command), env=_child_env(claim, fd), pass_fds=(fd,), start_new_session=True
-        )
+        child = subprocess.Popen(list(command), env=env, start_new_session=True)
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
 

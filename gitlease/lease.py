@@ -544,7 +544,9 @@ def release_many(
             return done + written
 
     claims = _with_cas_retry(attempt)
-    if rec.token is not None:
+    if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
+        # the token leaves the receipt once nothing it proves is held (a bundle member
+        # released on its own leaves the token for the others)
         receipts_mod.write(receipts_mod.without_token(rec), exclusive=False)
     wt = store.location.worktree_git_dir
     if wt is not None:

@@ -36,7 +36,7 @@ from .refname import PREFIX
 
 STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
-GUARD_FD_ENV = "GITLEASE_GUARD_FD"
+GUARD_ENV = "GITLEASE_GUARD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
 _HELD: dict[str, int] = {}  # guards this process holds: taking one again is a no-op
 _PACKED_LINE = re.compile(rb"^(\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)$")
@@ -320,19 +320,18 @@ class Store:
     def guard(self, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
         """Hold the resource's guard (an ``flock``), or raise HELD if another process keeps it.
 
-        Re-entrant within a process. A process started by ``exec`` inherits its
-        parent's guard through ``GITLEASE_GUARD_FD``; it then works under that
-        guard instead of waiting for it (which would deadlock).
+        Re-entrant within a process. The command that ``exec`` runs (and its
+        descendants) work under exec's guard instead of waiting for it, which
+        would deadlock: ``GITLEASE_GUARD`` names exec's pid and the guard, and
+        counts only while that pid is a live ancestor. The lock itself is never
+        inherited, so a killed exec frees the resource at once.
         """
         path = self.guard_path(ref)
-        if BROKEN_FOR_TESTS:
+        if BROKEN_FOR_TESTS or _held_by_ancestor(path):
             yield -1
             return
-        inherited = _HELD.get(str(path))
-        if inherited is None:
-            inherited = _inherited_guard(path)
-        if inherited is not None:
-            yield inherited
+        if str(path) in _HELD:
+            yield _HELD[str(path)]
             return
         fd = _open_guard(path)
         try:
@@ -518,20 +517,30 @@ class Store:
             raise StoreError(f"cannot remove {ref} from {self.git_dir}: {exc}") from None
 
 
-def _inherited_guard(path: Path) -> int | None:
-    value = os.environ.get(GUARD_FD_ENV)
-    if not value:
-        return None
-    for item in value.split(","):
+def guard_delegation(path: Path) -> str:
+    """The ``GITLEASE_GUARD`` value that lets this process's descendants work under its guard."""
+    return f"{os.getpid()}:{path}"
+
+
+def _held_by_ancestor(path: Path) -> bool:
+    pid, _, held = os.environ.get(GUARD_ENV, "").partition(":")
+    return held == str(path) and pid.isdigit() and _is_ancestor(int(pid))
+
+
+def _is_ancestor(pid: int) -> bool:
+    """Whether ``pid`` is an ancestor of this process (read from /proc on Linux)."""
+    current = os.getppid()
+    for _ in range(128):
+        if current == pid:
+            return True
+        if current <= 1:
+            return False
         try:
-            fd = int(item)
-            st = os.fstat(fd)
-            mine = path.stat()
-        except (ValueError, OSError):
-            continue
-        if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
-            return fd
-    return None
+            stat = Path(f"/proc/{current}/stat").read_text()
+            current = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def _open_guard(path: Path) -> int:

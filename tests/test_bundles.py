@@ -150,3 +150,14 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
     assert time.monotonic() - started <= 6.5, "every member claimable within TTL + 5 s"
     for k in range(4):
         assert_no_two_holders(log(store, f"kb/{k}"))
+
+
+def test_releasing_one_member_keeps_the_bundle_usable(cli) -> None:
+    got = cli("bundle", "acquire", "s/1", "s/2", "--json").json
+    assert all(c["bound"] for c in got["claims"])
+    assert cli("release", "s/2").code == 0
+    assert cli("heartbeat", "s/1").code == 0, "the other member is still yours"
+    beat = cli("bundle", "heartbeat", got["bundle_id"], "--json")
+    assert beat.code == 4 and "s/2" in beat.json["error"]["message"]
+    assert cli("release", "s/1").code == 0
+    assert cli("bundle", "release", got["bundle_id"]).code == 0, "idempotent once all are released"

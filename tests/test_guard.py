@@ -170,4 +170,19 @@ def test_library_replace_file(store, repo: Path) -> None:
         store, repo / "a.txt", b"hi", expect_absent=True, resource="doc/3"
     )
     assert digest == hashlib.sha256(b"hi").hexdigest()
-    assert os.environ.get("GITLEASE_GUARD_FD") is None
+    assert os.environ.get("GITLEASE_GUARD") is None
+
+
+def test_kill_minus_nine_of_exec_frees_the_resource_within_ttl(cli, repo: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "exec", "job/9", "--ttl", "1s", "--", "sleep", "59.123"],
+        cwd=repo,
+    )
+    time.sleep(1.5)
+    assert cli("acquire", "job/9").code == 3
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    started = time.monotonic()
+    got = cli("acquire", "job/9", "--wait", "6s", "--json")
+    assert got.code == 0 and time.monotonic() - started < 6, "TTL + a few seconds at most"
+    subprocess.run(["pkill", "-f", "sleep 59.123"], check=False)  # the orphan

@@ -12,7 +12,7 @@ from .claims import KEY_HELP, _resource
 
 
 @command(cli, "exec")
-@click.argument("words", nargs=-1, type=click.UNPROCESSED)
+@click.argument("words", nargs=-1, type=click.UNPROCESSED, metavar="[RESOURCE] -- CMD [ARGS]...")
 @click.option("--receipt", type=click.Path(), help="Use the claim of this receipt.")
 @click.option("--ttl", help="TTL when exec acquires the claim itself (default 15m).")
 @click.option("--coordination-only", is_flag=True, help="Record the claim as coordination only.")
