@@ -23,6 +23,7 @@ def hermetic_env() -> dict[str, str]:
     home = Path(tempfile.mkdtemp(prefix="gitlease-bench-home-"))
     (home / ".gitconfig").write_text("[user]\n\tname = Bench\n\temail = bench@example.invalid\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITLEASE_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users run: cached bytecode
     env.update(
         HOME=str(home),
         GIT_CONFIG_NOSYSTEM="1",
@@ -35,6 +36,9 @@ def hermetic_env() -> dict[str, str]:
 
 ENV = hermetic_env()
 os.environ.update(ENV)
+sys.dont_write_bytecode = False
+subprocess.run([PYTHON, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "gitlease")],
+               env=ENV, check=True)
 
 
 def make_repo() -> Path:
@@ -54,6 +58,19 @@ def time_it(fn: Callable[[], object], repeat: int) -> list[float]:
         start = time.perf_counter()
         fn()
         out.append(time.perf_counter() - start)
+    return out
+
+
+def time_interleaved(cases: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Seconds per call of each case, taking turns so that noise hits every case alike."""
+    for fn in cases.values():
+        fn()
+    out: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            out[name].append(time.perf_counter() - start)
     return out
 
 

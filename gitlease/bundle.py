@@ -8,7 +8,6 @@ receipt, and compare-and-swaps every ref in one reference transaction.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,13 @@ from .record import (
 )
 from .refname import encode, validate_resource
 from .store import Snapshot, Store
+from .value import Value
 
 
-@dataclass
-class BundleResult:
+class BundleResult(Value):
     """Claims in the order they were asked for, and the receipt that proves them."""
 
+    __slots__ = ("bundle_id", "claims", "receipt")
     bundle_id: str | None
     claims: list[L.Claim]
     receipt: Receipt
@@ -116,7 +116,7 @@ def acquire_many(
             written = _commit(store, rec, snaps, records, now)
         if bind and store.location.worktree_git_dir is not None:
             _bind_all(store, rec)
-            written = [replace(c, bound=True) for c in written]
+            written = [c.replace(bound=True) for c in written]
         if explicit is None:
             _tidy(store, rec)
         return BundleResult(bundle_id, written, rec)

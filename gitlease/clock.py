@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from functools import cache
 
 from .errors import UsageError
+from .value import Value
 
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
@@ -33,10 +33,10 @@ def _boot_seconds() -> float:
     return time.clock_gettime(clock)
 
 
-@dataclass(frozen=True)
-class Now:
+class Now(Value):
     """One reading of both clocks, so a decision and what it records agree."""
 
+    __slots__ = ("boot_ms", "wall_ms", "boot")
     boot_ms: int
     wall_ms: int
     boot: str

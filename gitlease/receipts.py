@@ -21,36 +21,36 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import ReceiptError, StoreError, UsageError
+from .value import Value
 
 RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1
 
 
-@dataclass(frozen=True)
-class ClaimRef:
+class ClaimRef(Value):
     """One claim named by a receipt: enough to find it and to fence against it."""
 
+    __slots__ = ("resource", "ref", "claim_id", "revision")
     resource: str
     ref: str
     claim_id: str
     revision: int
 
 
-@dataclass(frozen=True)
-class Receipt:
+class Receipt(Value):
     """A caller's proof of ownership. ``token`` is None once the claim was released."""
 
+    __slots__ = ("path", "store", "token", "claims", "bundle_id")
+    _defaults: ClassVar[dict[str, Any]] = {"bundle_id": None}
     path: Path
     store: str
     token: str | None
     claims: tuple[ClaimRef, ...]
-    bundle_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    bundle_id: str | None
 
     def __repr__(self) -> str:  # never show the token
         ids = ", ".join(c.claim_id for c in self.claims)
@@ -67,7 +67,7 @@ class Receipt:
             "version": _VERSION,
             "store": self.store,
             "bundle_id": self.bundle_id,
-            "claims": [c.__dict__ for c in self.claims],
+            "claims": [c.as_dict() for c in self.claims],
             "token": self.token,
         }
         return json.dumps(doc, indent=2) + "\n"
@@ -202,7 +202,7 @@ def parse(path: Path, raw: bytes) -> Receipt:
 
 
 def without_token(receipt: Receipt) -> Receipt:
-    return replace(receipt, token=None)
+    return receipt.replace(token=None)
 
 
 def remove(path: Path) -> None:
@@ -237,8 +237,10 @@ def _mtime(path: Path) -> float:
 # -------------------------------------------------------------------- bindings
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(Value):
+    """This worktree works on a claim: the commit hooks check it (no secret: a receipt path)."""
+
+    __slots__ = ("resource", "ref", "claim_id", "receipt")
     resource: str
     ref: str
     claim_id: str
@@ -254,7 +256,7 @@ def bind(worktree_git_dir: Path, binding: Binding) -> Path:
     _private_dir(directory)
     path = directory / f"{resource_key(binding.ref)}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(binding.__dict__, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(binding.as_dict(), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 

@@ -18,11 +18,11 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import CorruptRecordError
+from .value import Factory, Value
 
 MAGIC = "gitlease-claim v1"
 HELD = "held"
@@ -60,9 +60,16 @@ _WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
 
 
-@dataclass(frozen=True)
-class Record:
+class Record(Value):
     """One version of a claim. ``signature`` and ``raw`` are set on signed/parsed records."""
+
+    __slots__ = (*(attr for _, attr, _ in _LAYOUT), "signature", "raw")
+    _defaults: ClassVar[dict[str, Any]] = {
+        "nonce": Factory(lambda: _random_hex(16)),
+        "signature": None,
+        "raw": None,
+    }
+    _hidden = frozenset({"raw"})
 
     resource: str
     state: str
@@ -83,9 +90,9 @@ class Record:
     checkpoint: str | None
     public_key: str
     previous: str | None
-    nonce: str = field(default_factory=lambda: _random_hex(16))
-    signature: str | None = None
-    raw: bytes | None = field(default=None, compare=False, repr=False)
+    nonce: str
+    signature: str | None
+    raw: bytes | None
 
     @property
     def held(self) -> bool:
@@ -94,7 +101,7 @@ class Record:
     def evolve(self, **changes: Any) -> Record:
         """A successor draft: new nonce, unsigned, with the given fields changed."""
         changes.setdefault("nonce", _random_hex(16))
-        return replace(self, signature=None, raw=None, **changes)
+        return self.replace(signature=None, raw=None, **changes)
 
     def payload(self) -> bytes:
         """The signed bytes: every line but the signature line."""
@@ -110,7 +117,7 @@ class Record:
         payload = self.payload()
         signature = signing_key.sign(payload).hex()
         raw = payload + f"signature {signature}\n".encode("ascii")
-        return replace(self, signature=signature, raw=raw)
+        return self.replace(signature=signature, raw=raw)
 
 
 def _format_value(value: Any, kind: str) -> str:
@@ -221,11 +228,11 @@ class SigningKey:
 
     def _init(self, token: str) -> None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
         seed = hashlib.sha256(_KEY_CONTEXT + token.encode("utf-8")).digest()
         self._key = Ed25519PrivateKey.from_private_bytes(seed)
-        self.public_hex = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+        # public_bytes_raw(): the serialization module would cost ~20 ms of imports
+        self.public_hex = self._key.public_key().public_bytes_raw().hex()
 
     def sign(self, payload: bytes) -> bytes:
         """An Ed25519 signature over ``payload``."""
@@ -249,6 +256,3 @@ def new_claim_id() -> str:
 
 def new_bundle_id() -> str:
     return "b-" + _random_hex(8)
-
-
-RECORD_FIELDS = tuple(f.name for f in fields(Record))

@@ -27,12 +27,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import AmbiguousError, CorruptRecordError, HeldError, StoreError
 from .refname import PREFIX
+from .value import Value
 
 STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
@@ -44,24 +44,25 @@ _PACKED_LINE = re.compile(rb"^(\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)$")
 BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Value):
     """What a ref held when it was read: its object id and the blob's bytes."""
 
+    __slots__ = ("ref", "oid", "data", "problem")
+    _defaults: ClassVar[dict[str, Any]] = {"problem": None}
     ref: str
     oid: str | None  # None: the ref does not exist
     data: bytes | None  # None: absent ref
-    problem: str | None = None  # set when the ref exists but cannot be read as a blob
+    problem: str | None  # set when the ref exists but cannot be read as a blob
 
 
 class CompareAndSwapFailed(AmbiguousError):
     """The ref no longer held the record the caller decided on."""
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(Value):
     """Where a store is and why it was chosen (``gitlease where``)."""
 
+    __slots__ = ("git_dir", "reason", "worktree_git_dir", "worktree")
     git_dir: Path  # the store repository's common git dir
     reason: str
     worktree_git_dir: Path | None  # the private git dir of the current worktree, if any

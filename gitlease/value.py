@@ -1,0 +1,89 @@
+"""Small immutable value objects, without ``dataclasses``.
+
+Importing ``dataclasses`` pulls in ``inspect`` and ``ast`` and builds each
+class with ``exec``: about 20 ms, paid on every commit by the hook, which
+imports the record, receipt and store modules. :class:`Value` gives the same
+frozen, keyword-constructed, comparable objects for the types on that path;
+modules off it (``maintenance``, ``githooks``) use plain dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+V = TypeVar("V", bound="Value")
+
+
+class Factory:
+    """A default made afresh for every object (like ``dataclasses.field(default_factory=...)``)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+class Value:
+    """Fields are the subclass's ``__slots__``, in order; set once, at construction."""
+
+    __slots__ = ()
+    #: Defaults by field name (a :class:`Factory` is called for each object).
+    _defaults: ClassVar[dict[str, Any]] = {}
+    #: Fields left out of ``==``, ``hash()`` and ``repr()``.
+    _hidden: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self.__slots__
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} values")
+        for name, value in zip(names, args, strict=False):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}: {name} given twice")
+            kwargs[name] = value
+        for name in names:
+            if name in kwargs:
+                value = kwargs.pop(name)
+            elif name in self._defaults:
+                value = self._defaults[name]
+                value = value.make() if isinstance(value, Factory) else value
+            else:
+                raise TypeError(f"{type(self).__name__}: missing {name}")
+            object.__setattr__(self, name, value)
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(kwargs))}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable; use .replace()")
+
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__ if n not in self._hidden)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._compared()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{n}={getattr(self, n)!r}" for n in self.__slots__ if n not in self._hidden
+        )
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), tuple(getattr(self, n) for n in self.__slots__))
+
+    def replace(self: V, **changes: Any) -> V:
+        """A copy with some fields changed."""
+        values = {n: getattr(self, n) for n in self.__slots__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(unknown))}")
+        values.update(changes)
+        return type(self)(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in self.__slots__}
