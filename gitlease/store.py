@@ -220,11 +220,30 @@ class Store:
         """The current value of one ref (pygit2 if the repository is open, else one git call)."""
         if self._repo is not None:
             return self._read_pygit2(ref)
-        snapshots = self._for_each_ref(ref)
-        for snap in snapshots:
+        found = self._cat_file(ref)
+        if found is not None:
+            return found
+        # absent, or something is wrong: for-each-ref tells which (and never guesses names)
+        for snap in self._for_each_ref(ref):
             if snap.ref == ref:
                 return snap
         return Snapshot(ref, None, None)
+
+    def _cat_file(self, ref: str) -> Snapshot | None:
+        """One ``git cat-file --batch`` call: the ref's object, looked up directly.
+
+        (``for-each-ref`` with a full ref name still lists the whole directory, which
+        costs O(claims).) None when git cannot name an object for ``ref``.
+        """
+        result = self._git("cat-file", "--batch", input=ref.encode("utf-8") + b"\n")
+        header, _, rest = result.stdout.partition(b"\n")
+        parts = header.split(b" ")
+        if result.returncode != 0 or len(parts) != 3 or not parts[2].isdigit():
+            return None
+        oid, kind, size = parts[0].decode(), parts[1].decode(), int(parts[2])
+        if kind != "blob":
+            return Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob")
+        return Snapshot(ref, oid, rest[:size])
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every ref under ``prefix`` with its blob, in one pass over the refs."""
