@@ -113,7 +113,10 @@ def main() -> None:
     repo = make_repo()
     subprocess.run(
         [*GITLEASE, "acquire", "bench/held", "--ttl", "1h"],
-        cwd=repo, env=ENV, check=True, capture_output=True,
+        cwd=repo,
+        env=ENV,
+        check=True,
+        capture_output=True,
     )
     reads(repo, n)
     writes(repo, n)

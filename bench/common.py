@@ -37,8 +37,11 @@ def hermetic_env() -> dict[str, str]:
 ENV = hermetic_env()
 os.environ.update(ENV)
 sys.dont_write_bytecode = False
-subprocess.run([PYTHON, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "gitlease")],
-               env=ENV, check=True)
+subprocess.run(
+    [PYTHON, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "gitlease")],
+    env=ENV,
+    check=True,
+)
 
 
 def make_repo() -> Path:

@@ -105,6 +105,11 @@ def test_keys_compose_with_free_and_acquire(cli, repo: Path) -> None:
     assert free == ["beads/bd-a1", "beads/bd-c3"]
     bad = cli("key", "github", "not a reference", "--json")
     assert bad.code == 2 and "accepts" in bad.json["error"]["message"]
+    before = git("for-each-ref", "refs/worklease/", cwd=repo).stdout
+    for provider in ("github", "gitlab", "jira", "linear", "beads", "taskmaster", "path"):
+        refused = cli("acquire", "--key", provider, "../../outside?#", "--json")
+        assert refused.code == 2, (provider, refused)
+    assert git("for-each-ref", "refs/worklease/", cwd=repo).stdout == before, "nothing written"
     assert cli("key", "taskmaster", "3.2", "--tag", "feature").out.strip() == (
         "taskmaster/feature/3.2"
     )
