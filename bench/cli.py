@@ -94,7 +94,7 @@ def hook(n: int) -> None:
     report("extra time of the hooks", extra, samples["python -c pass"], "python -c pass", goal=3)
 
 
-def committer(repo: Path):  # noqa: ANN201 - a callable
+def committer(repo: Path):
     counter = itertools.count()
 
     def commit() -> None:
