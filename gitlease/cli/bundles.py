@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from .app import Options, cli, command, emit, open_store
-from .claims import KEY_HELP
+from .claims import acquire_options
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 
@@ -23,14 +23,7 @@ def _text(verb: str, result_id: str | None, claims: list) -> str:
 
 @command(bundle, "acquire")
 @click.argument("resources", nargs=-1, required=True)
-@click.option("--ttl", help="How long the claims last without a heartbeat (default 15m).")
-@click.option("--owner", help="A non-secret label.")
-@click.option("--note", help="A note shown with every member.")
-@click.option("--wait", help="Retry with backoff and jitter for up to this long while HELD.")
-@click.option("--coordination-only", is_flag=True, help="Record the claims as coordination only.")
-@click.option("--receipt", type=click.Path(), help="Where to write the bundle's receipt.")
-@click.option("--no-bind", is_flag=True, help="Do not bind this worktree to the claims.")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@acquire_options("every claim")
 def acquire(
     opts: Options,
     resources: tuple[str, ...],

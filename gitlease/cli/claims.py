@@ -64,20 +64,36 @@ def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -
     emit(opts, {"keys": keys}, "\n".join(k["resource"] for k in keys))
 
 
+def acquire_options(what: str) -> Any:
+    """The options shared by ``acquire`` and ``bundle acquire``."""
+
+    def decorate(f: Any) -> Any:
+        for option in reversed(
+            [
+                click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
+                click.option("--owner", help="A non-secret label (GITLEASE_OWNER, user@host:pid)."),
+                click.option("--note", help=f"A note shown with {what}."),
+                click.option("--wait", help="Retry with backoff and jitter this long while HELD."),
+                click.option(
+                    "--coordination-only",
+                    is_flag=True,
+                    help="The durable mutation happens elsewhere (e.g. a remote API): "
+                    "recorded as the mode.",
+                ),
+                click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
+                click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
+                click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP),
+            ]
+        ):
+            f = option(f)
+        return f
+
+    return decorate
+
+
 @command(cli, "acquire")
 @click.argument("resource")
-@click.option("--ttl", help="How long the claim lasts without a heartbeat (default 15m).")
-@click.option("--owner", help="A non-secret label (default GITLEASE_OWNER or user@host:pid).")
-@click.option("--note", help="A note shown with the claim.")
-@click.option("--wait", help="Retry with backoff and jitter for up to this long while HELD.")
-@click.option(
-    "--coordination-only",
-    is_flag=True,
-    help="The durable mutation happens elsewhere (e.g. a remote API): recorded as the mode.",
-)
-@click.option("--receipt", type=click.Path(), help="Where to write the private receipt.")
-@click.option("--no-bind", is_flag=True, help="Do not bind this worktree to the claim.")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@acquire_options("the claim")
 def acquire(
     opts: Options,
     resource: str,
