@@ -805,9 +805,10 @@ class Lease:
     def check(self, min_remaining: str | int | None = None) -> Claim:
         if self.lost is not None:
             raise self.lost
-        return check(
-            self.store, self.resource, min_remaining=min_remaining, receipt=self.receipt_path
-        )
+        with self._lock:  # one thread at a time on the store (the heartbeat thread too)
+            return check(
+                self.store, self.resource, min_remaining=min_remaining, receipt=self.receipt_path
+            )
 
     def release(self, checkpoint: str | None = None) -> Claim:
         self._stop_heartbeats()
