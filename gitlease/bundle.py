@@ -257,6 +257,8 @@ def _tidy(store: Store, rec: Receipt) -> None:
         except GitleaseError:
             continue
         mine = old.claim_for(claim.resource)
+        if old.store != rec.store:
+            continue  # a claim in another store (--store): not ours to judge
         if mine and (old.token is None or mine.revision < claim.revision):
             receipts_mod.remove(path)
 
@@ -273,16 +275,18 @@ def load_bundle_receipt(
     if bundle_id is None:
         directory = L.receipt_dir(store)
         found = sorted(directory.glob("bundle-*.json")) if directory.exists() else []
-        live = []
+        live, spent = [], []
         for path in found:
             try:
                 rec = receipts_mod.read(path)
             except GitleaseError:
                 continue
-            if rec.token:
-                live.append(rec)
+            if rec.store == str(store.git_dir):
+                (live if rec.token else spent).append(rec)
         if len(live) == 1:
             return live[0]
+        if not live and spent:  # a retried `bundle release`: the newest released bundle
+            return max(spent, key=lambda r: r.path.stat().st_mtime)
         raise UsageError(
             "name the bundle id (or --receipt): "
             + (f"{len(live)} bundles are held here" if live else "no bundle receipt here")

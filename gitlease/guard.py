@@ -22,7 +22,7 @@ from typing import Any
 from . import lease as L
 from .errors import GitleaseError, LostError, PreconditionError, UsageError
 from .record import COORDINATION_ONLY
-from .store import GUARD_ENV, Store, guard_delegation
+from .store import BREAK_ENV, GUARD_ENV, Store, guard_delegation
 
 POLL_SECONDS = 1.0
 GRACE_SECONDS = 5.0
@@ -95,7 +95,7 @@ def run_guarded(
 
 def _child_env(claim: L.Claim, delegation: str) -> dict[str, str]:
     assert claim.record is not None
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != BREAK_ENV}
     env.update(
         GITLEASE_RESOURCE=claim.resource,
         GITLEASE_CLAIM_ID=claim.record.claim_id,
@@ -119,7 +119,9 @@ def _supervise(
 ) -> int:
     assert claim.record is not None
     try:
-        child = subprocess.Popen(list(command), env=env, start_new_session=True)
+        child = subprocess.Popen(
+            list(command), env=env, start_new_session=True, preexec_fn=_die_with_parent
+        )
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
 
@@ -156,6 +158,17 @@ def _supervise(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when exec dies (kill -9), so its command does not run on
+    unsupervised (Linux only; the command's own children are not covered)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(child: subprocess.Popen[bytes], grace: float) -> None:

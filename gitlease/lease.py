@@ -384,7 +384,10 @@ def _pick_claim(rec: Receipt, resource: str | None) -> ClaimRef:
 
 
 def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
-    live = []
+    """The one single-claim receipt here with a live token (else the newest released one,
+    so that a retried ``release`` without a resource answers success)."""
+    live: list[Receipt] = []
+    spent: list[Receipt] = []
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
@@ -395,10 +398,13 @@ def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
                 rec = receipts_mod.read(directory / name)
             except ReceiptError:
                 continue
-            if rec.token:
-                live.append(rec)
+            if rec.store == str(store.git_dir):
+                (live if rec.token else spent).append(rec)
     if len(live) == 1:
         return live[0], live[0].claims[0]
+    if not live and spent:
+        newest = max(spent, key=lambda r: r.path.stat().st_mtime)
+        return newest, newest.claims[0]
     if not live:
         raise ReceiptError(f"no receipt with a live token in {directory}: name the resource")
     names = ", ".join(sorted(r.claims[0].resource for r in live))

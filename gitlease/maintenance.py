@@ -215,10 +215,10 @@ def _stale_locks(store: Store, repair: bool) -> list[Problem]:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
             continue
-        problem = Problem("stale-lock", ref, f"{path} is {age:.0f}s old")
-        if age <= STALE_LOCK_SECONDS:
-            problem.message += " (young: probably a write in progress)"
-            continue
+        if -1.0 <= age <= STALE_LOCK_SECONDS:
+            continue  # young: a write in progress
+        when = f"{age:.0f}s old" if age > 0 else "dated in the future (the clock went back)"
+        problem = Problem("stale-lock", ref, f"{path} is {when}")
         if repair:
             try:
                 with store.guard(ref):
@@ -250,6 +250,8 @@ def _orphan_receipts(
         except GitleaseError as exc:
             problems.append(Problem("orphan-receipt", str(path), str(exc)))
             continue
+        if rec.store != str(store.git_dir):
+            continue  # a claim in another store (--store): verify that store instead
         live = [c for c in rec.claims if _is_current(current.get(c.ref), c.claim_id)]
         if rec.bundle_id and live and len(live) < len(rec.claims):
             missing = sorted(c.resource for c in rec.claims if c not in live)

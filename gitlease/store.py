@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -38,11 +39,12 @@ STALE_LOCK_SECONDS = 3.0
 GUARD_WAIT_SECONDS = 2.0
 GUARD_ENV = "GITLEASE_GUARD"
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
-_HELD: dict[str, int] = {}  # guards this process holds: taking one again is a no-op
-_PACKED_LINE = re.compile(rb"^(\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)$")
-_PACKED_REFS = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40,64}|[0-9a-f]{40,64} refs/\S+)?\n)*")
+_HELD = threading.local()  # guards this thread holds: taking one again is a no-op
+_PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
+_PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
-BROKEN_FOR_TESTS = os.environ.get("GITLEASE_TESTING_BREAK_CAS") == "1"
+BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
+BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
 
 
 class Snapshot(Value):
@@ -306,7 +308,7 @@ class Store:
         except (pygit2.GitError, ValueError) as exc:
             return Snapshot(ref, "0" * 40, None, f"the ref file is corrupt ({exc})")
         if reference is None:
-            problem = self._packed_refs_problem()
+            problem = self._packed_refs_problem(ref)
             if problem:  # libgit2 skips lines it cannot parse: "absent" may be a lie
                 return Snapshot(ref, "0" * 40, None, problem)
             return Snapshot(ref, None, None)
@@ -316,20 +318,35 @@ class Store:
         data, problem = self.read_blob(oid)
         return Snapshot(ref, oid, data, problem)
 
-    def _packed_refs_problem(self) -> str | None:
-        """Why ``packed-refs`` cannot be trusted, or None (it may be absent)."""
+    def _packed_refs_problem(self, ref: str) -> str | None:
+        """Why ``packed-refs`` cannot back libgit2's "``ref`` is absent", or None.
+
+        libgit2 skips lines it cannot parse, so a damaged line could hide ``ref``:
+        every line must have the repository's object id length, and no line may
+        name ``ref`` at all.
+        """
         try:
             data = (self.git_dir / "packed-refs").read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             return f"packed-refs cannot be read ({exc.strerror})"
-        if _PACKED_REFS.fullmatch(data):  # one pass in C: linear, but cheap
+        pattern = _PACKED_REFS_SHA256 if self._sha256() else _PACKED_REFS_SHA1
+        if pattern.fullmatch(data) and b" " + ref.encode() + b"\n" not in data:
             return None
         for number, line in enumerate(data.split(b"\n"), 1):
-            if line and not line.startswith(b"#") and not _PACKED_LINE.match(line):
+            if line and not line.startswith(b"#") and not pattern.fullmatch(line + b"\n"):
                 return f"packed-refs is corrupt at line {number}"
+            if line.endswith(b" " + ref.encode()):
+                return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
         return None
+
+    def _sha256(self) -> bool:
+        try:
+            config = (self.git_dir / "config").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return "objectformat = sha256" in config.lower().replace("\t", " ")
 
     # ---------------------------------------------------------------- guards
 
@@ -341,18 +358,21 @@ class Store:
     def guard(self, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
         """Hold the resource's guard (an ``flock``), or raise HELD if another process keeps it.
 
-        Re-entrant within a process. The command that ``exec`` runs (and its
-        descendants) work under exec's guard instead of waiting for it, which
-        would deadlock: ``GITLEASE_GUARD`` names exec's pid and the guard, and
-        counts only while that pid is a live ancestor. The lock itself is never
+        Re-entrant within a thread; another thread of the same process waits like
+        any other caller (each thread opens its own descriptor). The command that
+        ``exec`` runs (and its descendants) work under exec's guard instead of
+        waiting for it, which would deadlock: ``GITLEASE_GUARD`` lists exec's pid
+        and guard (one line per enclosing exec), each counting only while that pid
+        is a live ancestor. The lock itself is never
         inherited, so a killed exec frees the resource at once.
         """
         path = self.guard_path(ref)
         if BROKEN_FOR_TESTS or _held_by_ancestor(path):
             yield -1
             return
-        if str(path) in _HELD:
-            yield _HELD[str(path)]
+        held: dict[str, int] = _HELD.__dict__.setdefault("guards", {})
+        if str(path) in held:
+            yield held[str(path)]
             return
         fd = _open_guard(path)
         try:
@@ -370,10 +390,10 @@ class Store:
                         ) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
-            _HELD[str(path)] = fd
+            held[str(path)] = fd
             yield fd
         finally:
-            _HELD.pop(str(path), None)
+            held.pop(str(path), None)
             os.close(fd)  # closing drops the flock
 
     def clear_stale_lock(self, ref: str, *, wait: float = STALE_LOCK_SECONDS + 2) -> None:
@@ -385,7 +405,7 @@ class Store:
                 age = time.time() - lock.stat().st_mtime
             except FileNotFoundError:
                 return
-            if age > STALE_LOCK_SECONDS:
+            if age > STALE_LOCK_SECONDS or age < -1.0:  # from the future: the clock went back
                 with suppress(FileNotFoundError):
                     lock.unlink()
                 return
@@ -456,7 +476,7 @@ class Store:
         return new_oids
 
     def _unlocked_read_then_write(self, ordered: list[Any]) -> None:
-        """The deliberately broken build (``GITLEASE_TESTING_BREAK_CAS=1``): compare, then set
+        """The deliberately broken build (``GITLEASE_TESTING_BREAK_CAS``): compare, then set
         without the lock, so a racer can slip in between. Only the history tests use it, to
         show that the checker catches what it would let through."""
         for (ref, expected, _), _ in ordered:
@@ -539,13 +559,17 @@ class Store:
 
 
 def guard_delegation(path: Path) -> str:
-    """The ``GITLEASE_GUARD`` value that lets this process's descendants work under its guard."""
-    return f"{os.getpid()}:{path}"
+    """``GITLEASE_GUARD`` for this process's descendants: its guard on top of any inherited."""
+    inherited = [e for e in os.environ.get(GUARD_ENV, "").split("\n") if e]
+    return "\n".join([*inherited, f"{os.getpid()}:{path}"])
 
 
 def _held_by_ancestor(path: Path) -> bool:
-    pid, _, held = os.environ.get(GUARD_ENV, "").partition(":")
-    return held == str(path) and pid.isdigit() and _is_ancestor(int(pid))
+    for entry in os.environ.get(GUARD_ENV, "").split("\n"):
+        pid, _, held = entry.partition(":")
+        if held == str(path) and pid.isdigit() and int(pid) > 1 and _is_ancestor(int(pid)):
+            return True
+    return False
 
 
 def _is_ancestor(pid: int) -> bool:

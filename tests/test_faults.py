@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +167,48 @@ def test_current_directory_removed(repo: Path, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(gone)], capture_output=True, text=True)
     assert out.returncode == 7, out
     assert "no longer exists" in json.loads(out.stdout)["error"]["message"]
+
+
+def test_a_lock_dated_in_the_future_does_not_wedge_the_resource(cli, repo: Path) -> None:
+    """kill -9 inside the lock window, then the wall clock stepped back."""
+    assert cli("acquire", R).code == 0
+    lock = repo / ".git" / "refs" / "worklease" / "fault" / "1.lease.lock"
+    lock.write_text("")
+    later = time.time() + 600
+    os.utime(lock, (later, later))
+    report = cli("verify", "--json")
+    assert report.code == 7 and "future" in report.json["problems"][0]["message"]
+    started = time.monotonic()
+    assert cli("release", R).code == 0
+    assert time.monotonic() - started < 5 and not lock.exists()
+
+
+def test_a_damaged_packed_line_never_makes_a_held_claim_look_free(cli, repo: Path) -> None:
+    doc = cli("acquire", R, "--json").json
+    git("pack-refs", "--all", cwd=repo)
+    packed = repo / ".git" / "packed-refs"
+    packed.write_text(packed.read_text().replace(doc["oid"], doc["oid"] + "ab"))
+    contender = repo.parent / "contender"
+    contender.mkdir(mode=0o700)
+    got = cli("acquire", R, "--json", "--receipt", str(contender / "r.json"))
+    assert got.code == 7 and "packed-refs" in got.json["error"]["message"], got
+    assert doc["oid"] + "ab" in packed.read_text(), "nothing was overwritten"
+
+
+def test_verify_repair_keeps_receipts_of_other_stores(cli, repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.git"
+    git("init", "-q", "--bare", str(other), cwd=tmp_path)
+    assert cli("acquire", "elsewhere/1", "--store", str(other)).code == 0
+    assert cli("acquire", R).code == 0
+    assert cli("verify", "--repair").code == 0
+    assert cli("heartbeat", "elsewhere/1", "--store", str(other)).code == 0
+
+
+def test_retried_release_without_a_resource_succeeds(cli) -> None:
+    assert cli("acquire", R).code == 0
+    assert cli("release").code == 0
+    assert cli("release").code == 0, "idempotent for a retry after an ambiguous result"
+    bid = cli("bundle", "acquire", "b/1", "b/2", "--json").json["bundle_id"]
+    assert cli("bundle", "release").code == 0
+    assert cli("bundle", "release").code == 0
+    assert cli("bundle", "release", bid).code == 0

@@ -186,3 +186,56 @@ def test_kill_minus_nine_of_exec_frees_the_resource_within_ttl(cli, repo: Path) 
     got = cli("acquire", "job/9", "--wait", "6s", "--json")
     assert got.code == 0 and time.monotonic() - started < 6, "TTL + a few seconds at most"
     subprocess.run(["pkill", "-f", "sleep 59.123"], check=False)  # the orphan
+
+
+def test_the_guard_excludes_other_threads_of_the_same_process(store) -> None:
+    import threading
+
+    from gitlease.errors import HeldError
+    from gitlease.refname import encode
+
+    ref = encode("job/threads")
+    inside = threading.Event()
+    release = threading.Event()
+    outcome: list[str] = []
+
+    def holder() -> None:
+        with store.guard(ref):
+            inside.set()
+            release.wait(10)
+
+    def contender() -> None:
+        try:
+            with store.guard(ref, wait=0.3):
+                outcome.append("entered")
+        except HeldError:
+            outcome.append("held")
+
+    t = threading.Thread(target=holder)
+    t.start()
+    inside.wait(5)
+    c = threading.Thread(target=contender)
+    c.start()
+    c.join()
+    release.set()
+    t.join()
+    assert outcome == ["held"]
+    with store.guard(ref), store.guard(ref):  # re-entrant within one thread
+        pass
+
+
+def test_nested_exec_keeps_the_outer_claims_usable(cli, repo: Path) -> None:
+    inner = f"{gitlease_cmd()} heartbeat job/outer && {gitlease_cmd()} check job/inner"
+    got = cli(
+        "exec",
+        "job/outer",
+        "--",
+        *gitlease_cmd().split(),
+        "exec",
+        "job/inner",
+        "--",
+        "sh",
+        "-c",
+        inner,
+    )
+    assert got.code == 0, got

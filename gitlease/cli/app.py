@@ -134,6 +134,10 @@ def read_items(items: tuple[str, ...]) -> list[str]:
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI and return its exit code (SPEC §4)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from ..store import BROKEN_FOR_TESTS
+
+    if BROKEN_FOR_TESTS:
+        click.echo("gitlease: WARNING: GITLEASE_TESTING_BREAK_CAS is set: NO LOCKING", err=True)
     wants_json = "--json" in args
     debug = "--debug" in args
     try:
