@@ -8,7 +8,6 @@ import sys
 import traceback
 from collections.abc import Callable
 from importlib import import_module
-from pathlib import Path
 from typing import Any, ClassVar
 
 import click
@@ -191,7 +190,3 @@ def _prog_name() -> str:
     if name in ("__main__.py", "-c", "-m") or name.endswith(".py"):
         return "gitlease"
     return "git lease" if name == "git-lease" else name
-
-
-def path_arg(value: str | None) -> Path | None:
-    return Path(value) if value else None
