@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from . import receipts as receipts_mod
-from .clock import Now, format_duration, parse_duration_ms, rfc3339
+from .clock import Now, format_duration, parse_duration_ms, parse_rfc3339, rfc3339
 from .errors import (
     CorruptRecordError,
     GitleaseError,
@@ -129,8 +129,6 @@ def is_expired(record: Record, now: Now) -> bool:
 def remaining_ms(record: Record, now: Now) -> int:
     if record.boot_id == now.boot:
         return record.boot_expires_ms - now.boot_ms
-    from .clock import parse_rfc3339
-
     return min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
 
 
@@ -850,9 +848,8 @@ class Lease:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._stop_heartbeats()
         try:
-            self.release()
+            self.release()  # stops the heartbeat thread first
         except LostError:
             if exc_type is None:
                 raise

@@ -132,7 +132,8 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     Otherwise the file is replaced through a private temporary file.
     """
     path = receipt.path
-    _private_dir(path.parent) if not path.parent.exists() else None
+    if not path.parent.exists():
+        _private_dir(path.parent)
     data = receipt.to_json().encode("utf-8")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     target = path if exclusive else path.with_name(f".{path.name}.{os.getpid()}.tmp")
