@@ -170,3 +170,17 @@ def test_one_check_per_commit_with_or_without_no_verify(cli, repo: Path) -> None
         assert calls.read_text().split() == ["prepare-commit-msg"]
     finally:
         del os.environ["GITLEASE_PYTHON"]
+
+
+def test_an_unbound_worktree_starts_no_python(cli, repo: Path) -> None:
+    cli("hooks", "install")
+    calls = repo.parent / "calls"
+    wrapper = repo.parent / "python-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    os.environ["GITLEASE_PYTHON"] = str(wrapper)
+    try:
+        assert commit(repo)[0]
+        assert not calls.exists(), "the shell hook exits before starting Python"
+    finally:
+        del os.environ["GITLEASE_PYTHON"]
