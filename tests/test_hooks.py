@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import git
 
 R = "github/acme/api/7"
@@ -154,33 +155,28 @@ def test_hook_check_imports_neither_pygit2_nor_click(cli, repo: Path) -> None:
     assert out == "[]"
 
 
-def test_one_check_per_commit_with_or_without_no_verify(cli, repo: Path) -> None:
+@pytest.fixture
+def python_calls(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The hooks' Python, wrapped to log which hook started it; returns the log's path."""
+    calls = repo.parent / "calls"
+    wrapper = repo.parent / "python-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("GITLEASE_PYTHON", str(wrapper))
+    return calls
+
+
+def test_one_check_per_commit_with_or_without_no_verify(cli, repo: Path, python_calls) -> None:
     cli("hooks", "install")
     assert cli("acquire", R).code == 0
-    calls = repo.parent / "calls"
-    wrapper = repo.parent / "python-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    os.environ["GITLEASE_PYTHON"] = str(wrapper)
-    try:
-        assert commit(repo)[0]
-        assert calls.read_text().split() == ["pre-commit"]
-        calls.unlink()
-        assert commit(repo, "--no-verify")[0]
-        assert calls.read_text().split() == ["prepare-commit-msg"]
-    finally:
-        del os.environ["GITLEASE_PYTHON"]
+    assert commit(repo)[0]
+    assert python_calls.read_text().split() == ["pre-commit"]
+    python_calls.unlink()
+    assert commit(repo, "--no-verify")[0]
+    assert python_calls.read_text().split() == ["prepare-commit-msg"]
 
 
-def test_an_unbound_worktree_starts_no_python(cli, repo: Path) -> None:
+def test_an_unbound_worktree_starts_no_python(cli, repo: Path, python_calls) -> None:
     cli("hooks", "install")
-    calls = repo.parent / "calls"
-    wrapper = repo.parent / "python-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
-    os.environ["GITLEASE_PYTHON"] = str(wrapper)
-    try:
-        assert commit(repo)[0]
-        assert not calls.exists(), "the shell hook exits before starting Python"
-    finally:
-        del os.environ["GITLEASE_PYTHON"]
+    assert commit(repo)[0]
+    assert not python_calls.exists(), "the shell hook exits before starting Python"
