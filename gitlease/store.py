@@ -512,14 +512,24 @@ class Store:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
     def _ensure_gc_config(self) -> None:
-        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early."""
-        config = self.repo.config
-        try:
-            if _GC_KEY in config:
+        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early.
+
+        Best effort: it touches history retention, never ownership, so it never fails a
+        write. Racing first writers in a fresh store meet on ``config.lock``: whoever loses
+        finds the setting made by the winner, or tries again for a moment.
+        """
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                config = self.repo.config
+                if _GC_KEY in config:
+                    return
+                config[_GC_KEY] = "never"
                 return
-            config[_GC_KEY] = "never"
-        except Exception as exc:
-            raise StoreError(f"cannot write the store's config {self.git_dir}: {exc}") from None
+            except Exception:
+                if time.monotonic() >= deadline:
+                    return  # a stale config.lock or a read-only store: the write decides
+                time.sleep(0.02)
 
     def _floor_path(self, ref: str) -> Path:
         digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]

@@ -212,3 +212,13 @@ def test_retried_release_without_a_resource_succeeds(cli) -> None:
     assert cli("bundle", "release").code == 0
     assert cli("bundle", "release").code == 0
     assert cli("bundle", "release", bid).code == 0
+
+
+def test_a_locked_git_config_never_fails_a_claim(cli, repo: Path) -> None:
+    """Racing first writers in a fresh store meet on config.lock (seen in the ring test)."""
+    lock = repo / ".git" / "config.lock"
+    lock.write_text("")
+    assert cli("acquire", R).code == 0
+    lock.unlink()
+    assert cli("acquire", "fault/2").code == 0
+    assert git("config", "--get", "gc.refs/worklease/*.reflogExpireUnreachable", cwd=repo).stdout
