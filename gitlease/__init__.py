@@ -72,11 +72,12 @@ __all__ = [
 ]
 
 
-def open_store(path: str | None = None) -> Any:
-    """The store at ``path``, or as chosen by ``GITLEASE_STORE`` / the repository here."""
+def open_store(path: str | None = None, *, remote: str | None = None) -> Any:
+    """The store at ``path``, or as chosen by ``GITLEASE_STORE`` / the repository here;
+    coordinated through the git ``remote`` (or ``GITLEASE_REMOTE``, ``gitlease.remote``)."""
     from .store import Store
 
-    return Store.open(path)
+    return Store.open(path, remote=remote)
 
 
 def __getattr__(name: str) -> Any:

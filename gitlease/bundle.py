@@ -14,7 +14,7 @@ from typing import Any
 from . import lease as L
 from . import receipts as receipts_mod
 from .clock import Now, parse_duration_ms, rfc3339
-from .errors import AmbiguousError, GitleaseError, HeldError, UsageError
+from .errors import AmbiguousError, CorruptRecordError, GitleaseError, HeldError, UsageError
 from .receipts import Binding, ClaimRef, Receipt
 from .record import (
     COORDINATION_ONLY,
@@ -27,7 +27,7 @@ from .record import (
     new_token,
 )
 from .refname import encode, validate_resource
-from .store import Snapshot, Store
+from .store import Snapshot, Store, WriteOutcomeUnknown
 from .value import Value
 
 
@@ -92,7 +92,15 @@ def acquire_many(
         return claims
 
     def attempt() -> BundleResult:
-        judge([store.read(ref) for ref in refs], Now.read())  # refusing needs no guard
+        try:  # refusing needs no guard
+            judge([store.read(ref) for ref in refs], Now.read())
+        except (HeldError, CorruptRecordError):
+            if store.remote is None:
+                raise
+            # A remote store's mirror may be behind: refuse only on a fresh look. (A write
+            # from a stale look is safe: the compare-and-swap refuses it, see below.)
+            store.refresh()
+            judge([store.read(ref) for ref in refs], Now.read())
         with L._guards(store, refs):
             now = Now.read()
             snaps = [store.read(ref) for ref in refs]
@@ -121,7 +129,9 @@ def acquire_many(
             _tidy(store, rec)
         return BundleResult(bundle_id, written, rec)
 
-    result: BundleResult = L.retry_until(deadline, lambda: L._with_cas_retry(attempt), on_wait)
+    result: BundleResult = L.retry_until(
+        deadline, lambda: L._with_cas_retry(attempt, refresh=store.refresh), on_wait
+    )
     return result
 
 
@@ -178,6 +188,8 @@ def _commit(
         if landed == len(records):
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         else:
+            if isinstance(exc, WriteOutcomeUnknown):
+                raise  # it may still land: the receipt stays to settle it with `show`
             if landed == 0:
                 receipts_mod.remove(rec.path)
                 raise
@@ -328,6 +340,7 @@ def check(
 ) -> BundleResult:
     rec = load_bundle_receipt(store, bundle_id, receipt)
     need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    store.refresh()
     return BundleResult(rec.bundle_id, L.check_many(store, rec, list(rec.claims), need), rec)
 
 
@@ -335,6 +348,7 @@ def show(
     store: Store, bundle_id: str | None = None, *, receipt: str | os.PathLike[str] | None = None
 ) -> tuple[str | None, list[L.Claim]]:
     """The members' current records: from the receipt if there is one, else by bundle id."""
+    store.refresh()
     rec: Receipt | None = None
     if receipt is not None or bundle_id is None:
         rec = load_bundle_receipt(store, bundle_id, receipt)

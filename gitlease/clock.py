@@ -8,6 +8,7 @@ expired. Wall-clock times are recorded only for people to read.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from functools import cache
@@ -16,11 +17,17 @@ from .errors import UsageError
 from .value import Value
 
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+#: Test-only: play another host on this machine (another boot id, a boot clock set far off),
+#: so that the tests of a remote store can run two "hosts" side by side. Never set otherwise.
+_TEST_BOOT_ID = os.environ.get("GITLEASE_TESTING_BOOT_ID")
+_TEST_BOOT_OFFSET_MS = int(os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or 0)
 
 
 @cache
 def boot_id() -> str:
     """The kernel's id for this boot; a record from another boot is expired."""
+    if _TEST_BOOT_ID:
+        return _TEST_BOOT_ID
     try:
         with open(_BOOT_ID_PATH, encoding="ascii") as f:
             return f.read().strip()
@@ -43,7 +50,8 @@ class Now(Value):
 
     @classmethod
     def read(cls) -> Now:
-        return cls(int(_boot_seconds() * 1000), time.time_ns() // 1_000_000, boot_id())
+        boot_ms = int(_boot_seconds() * 1000) + _TEST_BOOT_OFFSET_MS
+        return cls(boot_ms, time.time_ns() // 1_000_000, boot_id())
 
 
 def rfc3339(wall_ms: int) -> str:

@@ -81,7 +81,7 @@ def run_guarded(
     try:
         with store.guard(claim_ref.ref):
             claim = L.check_many(store, rec, [claim_ref], 0)[0]
-            env = _child_env(claim, guard_delegation(store.guard_path(claim_ref.ref)))
+            env = _child_env(store, claim, guard_delegation(store.guard_path(claim_ref.ref)))
             code = _supervise(store, rec, claim_ref, claim, command, env, grace)
     except BaseException:
         if acquired:
@@ -93,7 +93,7 @@ def run_guarded(
     return code
 
 
-def _child_env(claim: L.Claim, delegation: str) -> dict[str, str]:
+def _child_env(store: Store, claim: L.Claim, delegation: str) -> dict[str, str]:
     assert claim.record is not None
     env = {k: v for k, v in os.environ.items() if k != BREAK_ENV}
     env.update(
@@ -105,6 +105,8 @@ def _child_env(claim: L.Claim, delegation: str) -> dict[str, str]:
     )
     if claim.record.mode == COORDINATION_ONLY:
         env["GITLEASE_MODE"] = COORDINATION_ONLY
+    if store.remote is not None:  # the command's own gitlease calls use the same coordinator
+        env["GITLEASE_REMOTE"] = store.remote
     return env
 
 
@@ -218,6 +220,7 @@ def replace_file(
     target = Path(path).absolute()
     if target.is_dir():
         raise UsageError(f"{target} is a directory")
+    store.refresh()  # the re-check before a durable write asks the coordinator itself
     rec, claim_ref = L.load_receipt(store, resource, receipt)
     with store.guard(claim_ref.ref):
         L.check_many(store, rec, [claim_ref], 0)

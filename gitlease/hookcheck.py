@@ -41,7 +41,9 @@ def problems(cwd: Path | None = None) -> list[str]:
             ]
         return []
     try:
-        store = Store.open(cwd=cwd)
+        # A remote store's mirror, read without the network: the bound claims are this
+        # host's own, judged on its own clock, and each write of theirs updated the mirror.
+        store = Store.open(cwd=cwd, remote="")
     except GitleaseError as exc:
         return [f"the claim store cannot be read ({exc}); refusing to commit (fail closed)"]
     from .lease import check_many

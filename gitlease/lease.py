@@ -121,15 +121,37 @@ class Claim(Value):
         )
 
 
-def is_expired(record: Record, now: Now) -> bool:
-    """Judged on the boot clock: a record from another boot is expired."""
-    return record.boot_id != now.boot or now.boot_ms >= record.boot_expires_ms
+def is_expired(record: Record, now: Now, first_seen_ms: int | None = None) -> bool:
+    """Judged on this host's boot clock.
+
+    A record written in this boot carries its expiry on that clock. Any other
+    record is expired, unless ``first_seen_ms`` says when this host first saw it
+    (a remote store, where other hosts write): then it expires once this host
+    has seen it unchanged for a whole TTL (:func:`observed_lifetime_ms`).
+    Holders pass no sighting: their own claim counts only on their own clock.
+    """
+    if record.boot_id != now.boot and first_seen_ms is None:
+        return True
+    return remaining_ms(record, now, first_seen_ms) <= 0
 
 
-def remaining_ms(record: Record, now: Now) -> int:
+def remaining_ms(record: Record, now: Now, first_seen_ms: int | None = None) -> int:
     if record.boot_id == now.boot:
         return record.boot_expires_ms - now.boot_ms
+    if first_seen_ms is not None:
+        return first_seen_ms + observed_lifetime_ms(record.ttl_ms) - now.boot_ms
     return min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
+
+
+def observed_lifetime_ms(ttl_ms: int) -> int:
+    """How long another host's record must be seen unchanged before it counts as expired.
+
+    A whole TTL, counted from this host's first sighting, which comes after the
+    write (so after the holder started its own TTL), plus 1% for the two boot
+    clocks' rates differing (NTP slews at most 0.05%). Other hosts' clock
+    readings never enter into it.
+    """
+    return ttl_ms + ttl_ms // 100
 
 
 def describe(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
@@ -145,11 +167,11 @@ def describe(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
         record = verified(snap, resource)
     except CorruptRecordError as exc:
         return Claim(resource, snap.ref, "invalid", oid=snap.oid, problem=str(exc))
-    left = remaining_ms(record, now)
+    left = remaining_ms(record, now, snap.first_seen_ms)
     if record.state == RELEASED:
         state = "released"
         left = None
-    elif is_expired(record, now):
+    elif is_expired(record, now, snap.first_seen_ms):
         state = "expired"
     else:
         state = "active"
@@ -485,7 +507,9 @@ def heartbeat_many(
                 plans.append((snap, _renewed(record, now, ttl_ms, snap.oid)))
             return _write(store, rec, plans, "heartbeat", now)
 
-    return _with_cas_retry(attempt)
+    # From what this host last saw: its own writes are mirrored at once, and if the
+    # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
+    return _with_cas_retry(attempt, refresh=store.refresh)
 
 
 def _renewed(record: Record, now: Now, ttl_ms: int, oid: str | None) -> Record:
@@ -552,7 +576,7 @@ def release_many(
             written = _write(store, rec, plans, "release", now) if plans else []
             return done + written
 
-    claims = _with_cas_retry(attempt)
+    claims = _with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
     if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
@@ -574,6 +598,7 @@ def check(
 ) -> Claim:
     """The re-check before a durable write: held, and with at least ``min_remaining`` left."""
     need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    store.refresh()
     rec, claim_ref = load_receipt(store, resource, receipt)
     return check_many(store, rec, [claim_ref], need)[0]
 
@@ -594,7 +619,7 @@ def check_many(store: Store, rec: Receipt, claim_refs: list[ClaimRef], need_ms: 
                 f"claim {claim_ref.claim_id} on {claim.resource} was released",
                 claim=claim.to_dict(),
             )
-        if claim.state != "active":
+        if claim.state != "active" or is_expired(record, now):  # the holder's own clock only
             raise LostError(
                 f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
                 claim=claim.to_dict(),
@@ -628,7 +653,8 @@ def _write(
     ]
 
 
-def _with_cas_retry(attempt: Callable[[], Any]) -> Any:
+def _with_cas_retry(attempt: Callable[[], Any], refresh: Callable[[], None] | None = None) -> Any:
+    """Decide again when the ref moved under us (with a fresh look at the store first)."""
     for i in range(CAS_ATTEMPTS):
         try:
             return attempt()
@@ -636,6 +662,8 @@ def _with_cas_retry(attempt: Callable[[], Any]) -> Any:
             if i == CAS_ATTEMPTS - 1:
                 raise
             time.sleep(0.01 * (i + 1))
+            if refresh is not None:
+                refresh()
     raise AssertionError("unreachable")
 
 
@@ -668,6 +696,7 @@ class _guards:
 def show(store: Store, resource: str) -> Claim:
     """The record of one resource, non-secret; STORE if it does not verify."""
     ref = encode(resource)
+    store.refresh()
     claim = describe(store.read(ref), Now.read(), resource)
     claim = _mark_bound(store, [claim])[0]
     if claim.state == "invalid":
@@ -679,6 +708,7 @@ def list_claims(
     store: Store, *, state: str | None = None, prefix: str | None = None
 ) -> list[Claim]:
     """Every claim in the store (invalid ones included and marked), in one pass over the refs."""
+    store.refresh()
     now = Now.read()
     claims = [describe(s, now) for s in store.read_all()]
     if prefix:
@@ -692,6 +722,8 @@ def list_claims(
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     """Of the given resources, those that could be acquired now (never an invalid one)."""
     wanted = [validate_resource(r) for r in resources]
+    if wanted:
+        store.refresh()
     now = Now.read()
     by_ref = {s.ref: s for s in store.read_all()} if wanted else {}
     out, seen = [], set()
@@ -709,6 +741,7 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
 def log(store: Store, resource: str) -> list[Claim]:
     """Every transition, oldest first, following the records' own chain (not the reflog)."""
     ref = encode(resource)
+    store.refresh()
     now = Now.read()
     snap = store.read(ref)
     chain: list[Claim] = []
@@ -755,6 +788,7 @@ def bind(store: Store, resource: str, receipt: str | os.PathLike[str] | None = N
     wt = store.location.worktree_git_dir
     if wt is None:
         raise UsageError("bind needs a git worktree: run it inside one")
+    store.refresh()
     rec, claim_ref = load_receipt(store, resource, receipt)
     claim = check_many(store, rec, [claim_ref], 0)[0]
     receipts_mod.bind(wt, Binding(claim.resource, claim.ref, claim_ref.claim_id, str(rec.path)))

@@ -19,7 +19,7 @@ from typing import Any
 from . import lease as L
 from . import receipts as receipts_mod
 from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
-from .errors import GitleaseError
+from .errors import GitleaseError, UsageError
 from .record import RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from .refname import PREFIX, decode
 from .store import STALE_LOCK_SECONDS, CompareAndSwapFailed, Snapshot, Store
@@ -58,6 +58,7 @@ class Report:
 def verify(store: Store, *, repair: bool = False) -> Report:
     """Check the whole store; with ``repair``, fix what is safe to fix."""
     report = Report()
+    store.refresh()
     now = Now.read()
     snapshots = store.read_all()
     report.checked = len(snapshots)
@@ -301,6 +302,10 @@ def prune(store: Store, *, older_than: str | int = "7d") -> list[str]:
     next acquire continues from it.
     """
     limit_ms = parse_duration_ms(older_than, name="--older-than")
+    if store.remote is not None:
+        from .remote import PRUNE_REFUSED
+
+        raise UsageError(PRUNE_REFUSED)
     now = Now.read()
     dropped = []
     for snap in store.read_all():

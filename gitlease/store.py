@@ -50,16 +50,22 @@ BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
 class Snapshot(Value):
     """What a ref held when it was read: its object id and the blob's bytes."""
 
-    __slots__ = ("ref", "oid", "data", "problem")
-    _defaults: ClassVar[dict[str, Any]] = {"problem": None}
+    __slots__ = ("ref", "oid", "data", "problem", "first_seen_ms")
+    _defaults: ClassVar[dict[str, Any]] = {"problem": None, "first_seen_ms": None}
     ref: str
     oid: str | None  # None: the ref does not exist
     data: bytes | None  # None: absent ref
     problem: str | None  # set when the ref exists but cannot be read as a blob
+    #: Remote stores only: when this host first saw this object id at this ref (boot clock).
+    first_seen_ms: int | None
 
 
 class CompareAndSwapFailed(AmbiguousError):
-    """The ref no longer held the record the caller decided on."""
+    """The ref no longer held the record the caller decided on: nothing was written."""
+
+
+class WriteOutcomeUnknown(AmbiguousError):
+    """A write was interrupted and may or may not have landed (a dropped push)."""
 
 
 class Location(Value):
@@ -197,16 +203,36 @@ def _init_bare(path: Path) -> None:
 class Store:
     """A gitlease store. Cheap to make; pygit2 is imported on the first write only."""
 
+    #: The git remote that coordinates this store across hosts (:mod:`gitlease.remote`).
+    remote: str | None = None
+
     def __init__(self, location: Location) -> None:
         self.location = location
         self.git_dir = location.git_dir
         self._repo: Any = None
 
     @classmethod
-    def open(cls, store: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Store:
+    def open(
+        cls,
+        store: str | os.PathLike[str] | None = None,
+        cwd: Path | None = None,
+        *,
+        remote: str | None = None,
+    ) -> Store:
+        """The store chosen by :func:`locate`; a :class:`~gitlease.remote.RemoteStore` when a
+        remote is named (``remote``, ``GITLEASE_REMOTE``, ``git config gitlease.remote``;
+        an empty name means none)."""
         location = locate(store, cwd)
         _ensure_exists(location)
+        from . import remote as remote_mod
+
+        chosen = remote_mod.resolve(location, remote)
+        if chosen is not None:
+            return remote_mod.RemoteStore(location, *chosen)
         return cls(location)
+
+    def refresh(self) -> None:
+        """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
 
     # ----------------------------------------------------------------- reads
 

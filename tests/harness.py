@@ -93,21 +93,37 @@ def run(
     ttl: float = 1.0,
     seed: int = 1,
     env: dict[str, str] | None = None,
+    hosts: list[tuple[Path, dict[str, str]]] | None = None,
+    boot_offsets: dict[str, int] | None = None,
 ) -> Stats:
-    """Run clients and the nemesis for ``seconds``, then check the history."""
+    """Run clients and the nemesis for ``seconds``, then check the history.
+
+    With ``hosts`` (a clone and its environment each, see ``hosts.py``) the
+    clients are dealt round-robin to the hosts, and ``repo`` is the remote
+    they share, whose records the checker reads; ``boot_offsets`` puts every
+    host's boot clock back on this machine's.
+    """
     rng = random.Random(seed)
     names = [f"res/{i}" for i in range(resources)]
     log_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), **(env or {})}
-    procs = {f"c{i}": _spawn(repo, f"c{i}", log_dir, ttl, names, env) for i in range(clients)}
+    places = hosts or [(repo, {})]
+
+    def spawn(i: int) -> subprocess.Popen[bytes]:
+        cwd, host_env = places[i % len(places)]
+        extra = {"HARNESS_HOST": f"h{i % len(places)}"} if hosts else {}
+        return _spawn(cwd, f"c{i}", log_dir, ttl, names, {**env, **host_env, **extra})
+
+    procs = {f"c{i}": spawn(i) for i in range(clients)}
     stats = Stats()
     stop = threading.Event()
 
     def collector() -> None:
         while not stop.wait(rng.uniform(0.5, 2.0)):
-            for args in (["gc", "--quiet"], ["pack-refs", "--all"]):
-                subprocess.run(["git", *args], cwd=repo, capture_output=True)
-                stats.gcs += 1
+            for where in {repo, *(p for p, _ in places)}:
+                for args in (["gc", "--quiet"], ["pack-refs", "--all"]):
+                    subprocess.run(["git", *args], cwd=where, capture_output=True)
+                    stats.gcs += 1
 
     gc_thread = threading.Thread(target=collector, daemon=True)
     gc_thread.start()
@@ -120,7 +136,7 @@ def run(
             if rng.random() < 0.6:
                 procs[name].send_signal(signal.SIGKILL)
                 procs[name].wait()
-                procs[name] = _spawn(repo, name, log_dir, ttl, names, env)
+                procs[name] = spawn(int(name[1:]))
                 stats.kills += 1
             else:
                 procs[name].send_signal(signal.SIGSTOP)
@@ -133,7 +149,7 @@ def run(
             proc.send_signal(signal.SIGKILL)
             proc.wait()
         gc_thread.join()
-    check(repo, log_dir, names, stats)
+    check(repo, log_dir, names, stats, boot_offsets)
     return stats
 
 
@@ -159,19 +175,25 @@ def _operations(log_dir: Path) -> list[dict]:
     return list(ops.values())
 
 
-def check(repo: Path, log_dir: Path, resources: list[str], stats: Stats) -> Stats:
+def check(
+    repo: Path,
+    log_dir: Path,
+    resources: list[str],
+    stats: Stats,
+    boot_offsets: dict[str, int] | None = None,
+) -> Stats:
     """Count violations of the four properties (see the module docstring)."""
     import history
 
     from gitlease.lease import log
     from gitlease.store import Store
 
-    store = Store.open(cwd=repo)
+    store = Store.open(repo, remote="")  # the records themselves, not a host's view of them
     intervals: dict[str, dict[str, tuple[int, int, int]]] = {}
     v = stats.violations
     for resource in resources:
         chain = log(store, resource)
-        spans = history.claim_intervals(chain)
+        spans = history.claim_intervals(chain, boot_offsets)
         intervals[resource] = {cid: (rev, start, end) for cid, rev, start, end in spans}
         for (a, ra, _sa, ea), (b, rb, sb, _eb) in itertools.pairwise(spans):
             if rb <= ra:
@@ -207,14 +229,18 @@ def check(repo: Path, log_dir: Path, resources: list[str], stats: Stats) -> Stat
 
     for i, resource in enumerate(resources):
         for kind, key in (("fenced", "fenced-sink"), ("control", "control-sink (expected)")):
-            sink = log_dir / f"{kind}-{i}.txt"
-            if not sink.exists():
-                continue
-            best = 0
-            for line in sink.read_text().splitlines():
-                claim_id, revision = line.split()[:2]
-                rev = int(revision) if revision.isdigit() else -1
-                if rev < best:
-                    v[key].append(f"{resource}: revision {rev} ({claim_id}) written after {best}")
-                best = max(best, rev)
+            # one sink per host: replace-file fences the files of its own host only
+            for sink in sorted(log_dir.glob(f"{kind}-{i}.txt")) + sorted(
+                log_dir.glob(f"{kind}-h*-{i}.txt")
+            ):
+                best = 0
+                for line in sink.read_text().splitlines():
+                    claim_id, revision = line.split()[:2]
+                    rev = int(revision) if revision.isdigit() else -1
+                    if rev < best:
+                        v[key].append(
+                            f"{resource} ({sink.name}): revision {rev} ({claim_id}) "
+                            f"written after {best}"
+                        )
+                    best = max(best, rev)
     return stats

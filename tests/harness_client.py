@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -23,6 +24,9 @@ from gitlease.errors import GitleaseError
 from gitlease.receipts import read as read_receipt
 from gitlease.store import Store
 
+#: Set when the harness plays several hosts: each keeps its own sinks (replace-file fences
+#: the files of its own host only).
+HOST = os.environ["HARNESS_HOST"] + "-" if os.environ.get("HARNESS_HOST") else ""
 OPS = ("acquire", "heartbeat", "check", "release", "bundle", "exec", "replace", "control")
 WEIGHTS = (5, 3, 3, 2, 1, 1, 3, 2)
 
@@ -120,7 +124,7 @@ class Client:
     def op_replace(self, r: str) -> dict[str, object]:
         """The fenced sink: append this claim's id and revision through replace-file."""
         claim_id, revision = self.owned(r)
-        sink = self.dir / f"fenced-{self.resources.index(r)}.txt"
+        sink = self.dir / f"fenced-{HOST}{self.resources.index(r)}.txt"
         content = sink.read_bytes() if sink.exists() else b""
         line = f"{claim_id} {revision}\n".encode()
         guard.replace_file(
@@ -138,7 +142,7 @@ class Client:
         """The unfenced control sink: check, work a while, then write without any fence."""
         claim = lease.check(self.store, r, receipt=self.receipt(r))
         time.sleep(random.uniform(0, self.ttl * 1.5))
-        sink = self.dir / f"control-{self.resources.index(r)}.txt"
+        sink = self.dir / f"control-{HOST}{self.resources.index(r)}.txt"
         with open(sink, "a") as f:
             f.write(f"{claim.record.claim_id} {claim.record.revision} {boot_ns()}\n")
         return self._claim(claim)

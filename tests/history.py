@@ -7,22 +7,25 @@ import itertools
 from gitlease.lease import Claim
 
 
-def claim_intervals(chain: list[Claim]) -> list[tuple[str, int, int, int]]:
+def claim_intervals(
+    chain: list[Claim], boot_offsets: dict[str, int] | None = None
+) -> list[tuple[str, int, int, int]]:
     """(claim id, revision, start, end) per claim on the boot clock, oldest first.
 
     A claim starts when it was acquired and ends at its release, or at the
-    expiry of its last renewal.
+    expiry of its last renewal. ``boot_offsets`` (boot id -> ms) brings the
+    records of hosts that play another machine back to this machine's clock.
     """
     out: list[tuple[str, int, int, int]] = []
     for claim in chain:
         r = claim.record
         assert r is not None, f"unreadable record in the chain: {claim.problem}"
-        end = r.boot_expires_ms
+        end = r.boot_expires_ms - (boot_offsets or {}).get(r.boot_id, 0)
         if out and out[-1][0] == r.claim_id:
             cid, rev, start, _ = out[-1]
             out[-1] = (cid, rev, start, end)
         else:
-            out.append((r.claim_id, r.revision, r.boot_expires_ms - r.ttl_ms, end))
+            out.append((r.claim_id, r.revision, end - r.ttl_ms, end))
     return out
 
 

@@ -24,6 +24,7 @@ class Options:
     def __init__(self) -> None:
         self.json = False
         self.store: str | None = None
+        self.remote: str | None = None
         self.debug = False
         self.argv: list[str] = []
 
@@ -53,6 +54,14 @@ def _shared(f: Callable[..., Any]) -> Callable[..., Any]:
         expose_value=False,
         callback=_set("store"),
         help="The store repository (default: GITLEASE_STORE, the repository here, or per-user).",
+    )(f)
+    f = click.option(
+        "--remote",
+        metavar="NAME|URL",
+        expose_value=False,
+        callback=_set("remote"),
+        help="Coordinate through this git remote, for agents on several hosts (default: "
+        "GITLEASE_REMOTE or git config gitlease.remote; '' for none).",
     )(f)
     f = click.option(
         "--debug",
@@ -111,7 +120,7 @@ def cli() -> None:
 def open_store(opts: Options) -> Any:
     from ..store import Store
 
-    return Store.open(opts.store)
+    return Store.open(opts.store, remote=opts.remote)
 
 
 def emit(opts: Options, doc: Any, text: str | None) -> None:

@@ -29,16 +29,23 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @command(cli, "where")
 def where(opts: Options) -> None:
     """Print the store in use and why it was chosen."""
+    from ..remote import resolve
     from ..store import locate
 
     location = locate(opts.store)
+    remote = resolve(location, opts.remote)
     doc = {
         "store": str(location.git_dir),
         "reason": location.reason,
         "worktree": str(location.worktree) if location.worktree else None,
         "receipts": str(_receipt_dir(location)),
+        "remote": remote[0] if remote else None,
+        "remote_reason": f"chosen by {remote[1]}" if remote else None,
     }
-    emit(opts, doc, f"{doc['store']}\n  ({doc['reason']})")
+    text = f"{doc['store']}\n  ({doc['reason']})"
+    if remote:
+        text += f"\ncoordinated through the remote {remote[0]}\n  ({doc['remote_reason']})"
+    emit(opts, doc, text)
 
 
 def _receipt_dir(location: Any) -> Any:

@@ -1,0 +1,81 @@
+"""Two "hosts" on one machine, coordinating through one git remote (SPEC §11).
+
+A host is a clone of the shared bare repository with ``gitlease.remote`` set to
+its ``origin``. Host B also plays another machine: another boot id and a boot
+clock seven days off (``GITLEASE_TESTING_BOOT_ID`` / ``..._OFFSET_MS``), so its
+records cannot be judged on host A's clock, nor A's on B's. The remote is
+reached over ``file://`` or through a real ``git daemon`` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from conftest import git, make_repo
+
+HOST_B_BOOT_ID = "b0000000-0000-4000-8000-00000000000b"
+HOST_B_OFFSET_MS = 7 * 86_400_000
+HOST_B_ENV = {
+    "GITLEASE_TESTING_BOOT_ID": HOST_B_BOOT_ID,
+    "GITLEASE_TESTING_BOOT_OFFSET_MS": str(HOST_B_OFFSET_MS),
+}
+#: boot id -> how far that host's boot clock is from the real one (for the history checker)
+BOOT_OFFSETS = {HOST_B_BOOT_ID: HOST_B_OFFSET_MS}
+
+
+def make_server(base: Path) -> Path:
+    """The shared bare repository (the coordinator), with one commit to clone."""
+    seed = make_repo(base / "seed")
+    server = base / "server.git"
+    git("clone", "-q", "--bare", str(seed), str(server), cwd=base)
+    return server
+
+
+def make_host(url: str, path: Path) -> Path:
+    """A clone acting as one host, coordinating through ``origin``."""
+    git("clone", "-q", url, str(path), cwd=path.parent)
+    git("config", "gitlease.remote", "origin", cwd=path)
+    return path
+
+
+@contextlib.contextmanager
+def git_daemon(base: Path) -> Iterator[str]:
+    """A real ``git daemon --enable=receive-pack`` on 127.0.0.1 serving ``base``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={base}",
+            "--export-all",
+            "--enable=receive-pack",
+            "--informative-errors",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("git daemon did not start") from None
+                time.sleep(0.05)
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

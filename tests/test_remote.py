@@ -1,0 +1,411 @@
+"""A git remote as the coordinator: two hosts, one bare repository (SPEC §11).
+
+Every test runs the real CLI on two clones ("hosts") against a bare repository
+reached over ``file://`` and through a real ``git daemon`` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import socket
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import harness
+import pytest
+from conftest import git, run_cli
+from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
+
+CTX = multiprocessing.get_context("fork")
+
+
+@pytest.fixture(params=["file", "daemon"])
+def hosts(request: pytest.FixtureRequest, tmp_path: Path):
+    server = make_server(tmp_path)
+    with contextlib.ExitStack() as stack:
+        if request.param == "daemon":
+            url = stack.enter_context(git_daemon(tmp_path)) + "/server.git"
+        else:
+            url = server.as_uri()
+        a = make_host(url, tmp_path / "host-a")
+        b = make_host(url, tmp_path / "host-b")
+
+        def on_a(*args: str, **kw):
+            return run_cli(*args, cwd=kw.pop("cwd", a), **kw)
+
+        def on_b(*args: str, env: dict[str, str] | None = None, **kw):
+            return run_cli(*args, cwd=kw.pop("cwd", b), env={**HOST_B_ENV, **(env or {})}, **kw)
+
+        yield SimpleNamespace(a=a, b=b, server=server, url=url, on_a=on_a, on_b=on_b)
+
+
+def remote_refs(server: Path) -> dict[str, str]:
+    out = git("for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/", cwd=server)
+    return dict(line.split(" ") for line in out.stdout.splitlines())
+
+
+def test_lifecycle_across_hosts(hosts) -> None:
+    got = hosts.on_a("acquire", "github/acme/api/42", "--ttl", "1m", "--json")
+    assert got.code == 0, got
+    claim = got.json
+    assert remote_refs(hosts.server) == {claim["ref"]: claim["oid"]}  # the remote holds it
+
+    held = hosts.on_b("acquire", "github/acme/api/42", "--json")
+    assert held.code == 3, held
+    assert held.json["error"]["claim"]["claim_id"] == claim["claim_id"]
+    shown = hosts.on_b("show", "github/acme/api/42", "--json").json
+    assert shown["state"] == "active" and shown["owner"] == claim["owner"]
+
+    assert hosts.on_a("heartbeat", "github/acme/api/42").code == 0
+    assert hosts.on_a("check", "github/acme/api/42", "--min-remaining", "30s").code == 0
+    done = hosts.on_a("release", "github/acme/api/42", "--checkpoint", "PR #7", "--json")
+    assert done.code == 0 and done.json["state"] == "released", done
+
+    taken = hosts.on_b("acquire", "github/acme/api/42", "--json")
+    assert taken.code == 0, taken
+    assert taken.json["revision"] == 2
+    assert hosts.on_a("check", "github/acme/api/42").code == 4  # A knows it holds nothing
+    history = hosts.on_b("log", "github/acme/api/42", "--json").json["records"]
+    assert [r["revision"] for r in history][-2:] == [1, 2]
+    assert history[-2]["checkpoint"] == "PR #7"
+    # each host's mirror is readable with plain git, as the store is
+    listing = git("for-each-ref", "--format=%(refname) %(objecttype)", cwd=hosts.a).stdout
+    assert "refs/worklease/github/acme/api/42.lease blob" in listing
+
+
+def test_where_names_the_remote_and_how_it_was_chosen(hosts) -> None:
+    doc = hosts.on_a("where", "--json").json
+    assert doc["remote"] == "origin" and "gitlease.remote" in doc["remote_reason"]
+    doc = hosts.on_a("where", "--remote", "", "--json").json
+    assert doc["remote"] is None
+    doc = hosts.on_a("where", "--json", env={"GITLEASE_REMOTE": hosts.url}).json
+    assert doc["remote"] == hosts.url and doc["remote_reason"] == "chosen by GITLEASE_REMOTE"
+
+
+def test_an_unreachable_remote_is_a_store_error_and_changes_nothing(hosts) -> None:
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        closed = f"git://127.0.0.1:{s.getsockname()[1]}/server.git"
+    for gone in (closed, (hosts.server.parent / "nowhere.git").as_uri()):
+        out = hosts.on_a("acquire", "x", "--remote", gone, "--json")
+        assert out.code == 7, out
+        assert f"cannot reach the remote {gone}" in out.json["error"]["message"]
+        out = hosts.on_a("show", "x", "--remote", gone, "--json")
+        assert out.code == 7 and "cannot fetch claims" in out.json["error"]["message"], out
+    assert remote_refs(hosts.server) == {}
+    assert not list((hosts.a / ".git" / "worklease" / "receipts").glob("*.json"))
+
+
+def test_takeover_waits_a_whole_ttl_seen_from_the_taking_host(hosts) -> None:
+    """Host B never trusts host A's clocks: A's dead claim is B's only after B saw it for a TTL."""
+    assert hosts.on_a("acquire", "r/dead", "--ttl", "2s").code == 0
+    time.sleep(2.3)  # expired on A's clock ...
+    assert hosts.on_a("show", "r/dead", "--json").json["state"] == "expired"
+    first = hosts.on_b("acquire", "r/dead", "--json")  # ... but B sees it for the first time
+    assert first.code == 3, first
+    left = first.json["error"]["claim"]["expires_in"]
+    assert 1.0 < left <= 2.02, left
+    time.sleep(left + 0.2)
+    assert hosts.on_b("acquire", "r/dead").code == 0
+    # and the other way round: B's claim, seen by A from the start, is A's after one TTL
+    assert hosts.on_b("release", "r/dead").code == 0
+    assert hosts.on_b("acquire", "r/dead", "--ttl", "2s").code == 0
+    assert hosts.on_a("acquire", "r/dead").code == 3  # A's first sighting
+    time.sleep(2.2)
+    assert hosts.on_a("acquire", "r/dead").code == 0
+
+
+def test_a_heartbeating_holder_is_never_taken_over(hosts) -> None:
+    assert hosts.on_a("acquire", "r/live", "--ttl", "2s").code == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert hosts.on_a("heartbeat", "r/live").code == 0
+        assert hosts.on_b("acquire", "r/live").code == 3
+        time.sleep(0.3)
+    assert hosts.on_a("check", "r/live").code == 0
+
+
+LIBFAKETIME = next(iter(sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))), None)
+
+
+@pytest.mark.skipif(LIBFAKETIME is None, reason="Debian's faketime is installed by .ci/run")
+def test_wall_clocks_an_hour_apart_change_nothing(hosts) -> None:
+    """Host B's wall clock an hour ahead: its records say so, and no decision changes."""
+    ahead = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME": "+1h", "DONT_FAKE_MONOTONIC": "1"}
+    got = hosts.on_b("acquire", "r/skew", "--ttl", "30s", "--json", env=ahead)
+    assert got.code == 0, got
+    from gitlease.clock import parse_rfc3339
+
+    assert parse_rfc3339(got.json["expires_at"]) - time.time() * 1000 > 3_000_000  # in effect
+    held = hosts.on_a("acquire", "r/skew", "--json")
+    assert held.code == 3 and 20 < held.json["error"]["claim"]["expires_in"] <= 30.3, held
+    assert hosts.on_b("heartbeat", "r/skew", env=ahead).code == 0
+    assert hosts.on_a("acquire", "r/skew").code == 3
+
+
+def test_bundles_across_hosts_are_all_or_nothing(hosts) -> None:
+    got = hosts.on_a("bundle", "acquire", "b/1", "b/2", "--ttl", "1m", "--json")
+    assert got.code == 0, got
+    bundle_id = got.json["bundle_id"]
+    clash = hosts.on_b("bundle", "acquire", "b/2", "b/3", "--json")
+    assert clash.code == 3, clash
+    assert "b/3" not in {r.split("/worklease/")[1] for r in remote_refs(hosts.server)}
+    assert hosts.on_b("bundle", "acquire", "b/3", "b/4").code == 0
+    assert hosts.on_a("bundle", "heartbeat", bundle_id).code == 0
+    assert hosts.on_a("bundle", "release", bundle_id).code == 0
+    again = hosts.on_b("bundle", "acquire", "b/1", "b/2", "--json")
+    assert again.code == 0, again
+    assert {c["revision"] for c in again.json["claims"]} == {2}
+
+
+def test_commit_hooks_and_exec_work_with_a_remote_store(hosts) -> None:
+    assert hosts.on_a("hooks", "install").code == 0
+    assert hosts.on_a("acquire", "r/hook", "--ttl", "3s").code == 0
+    (hosts.a / "work.txt").write_text("progress\n")
+    git("add", "work.txt", cwd=hosts.a)
+    assert git("commit", "-qm", "held", cwd=hosts.a, check=False).returncode == 0
+    time.sleep(3.2)
+    (hosts.a / "work.txt").write_text("more\n")
+    refused = git("commit", "-qam", "expired", cwd=hosts.a, check=False)
+    assert refused.returncode != 0 and "r/hook" in refused.stderr
+    # exec from host B: its command's own gitlease calls reach the same coordinator
+    script = "gitlease check r/exec && gitlease show r/exec --json"
+    out = hosts.on_b("exec", "r/exec", "--ttl", "1m", "--", "sh", "-c", script, env=_path_env())
+    assert out.code == 0, out
+    assert hosts.on_a("show", "r/exec", "--json").json["state"] == "released"
+
+
+def _path_env() -> dict[str, str]:
+    import sys
+
+    return {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def test_prune_is_refused_with_a_remote(hosts) -> None:
+    out = hosts.on_a("prune", "--older-than", "0s", "--json")
+    assert out.code == 2 and "remote" in out.json["error"]["message"]
+
+
+# ------------------------------------------------------------------ races across hosts
+
+RACERS = 12  # six on each host
+
+
+def _racer(cwd: str, boot: dict[str, str], resources: list[str], barrier, results) -> None:
+    os.chdir(cwd)
+    os.environ.update(boot)
+    from gitlease import clock
+
+    clock._TEST_BOOT_ID = boot.get("GITLEASE_TESTING_BOOT_ID")  # play this host (see hosts.py)
+    clock._TEST_BOOT_OFFSET_MS = int(boot.get("GITLEASE_TESTING_BOOT_OFFSET_MS", "0"))
+    clock.boot_id.cache_clear()
+    import pygit2  # noqa: F401
+
+    from gitlease.cli import claims  # noqa: F401
+    from gitlease.cli.app import main
+
+    for resource in resources:
+        barrier.wait()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["acquire", resource, "--ttl", "1m", "--json"])
+        results.put((resource, os.getpid(), code))
+
+
+def _race(hosts, resources: list[str]) -> dict[str, list[int]]:
+    barrier = CTX.Barrier(RACERS)
+    results = CTX.Queue()
+    places = [(str(hosts.a), {}), (str(hosts.b), HOST_B_ENV)]
+    procs = [
+        CTX.Process(target=_racer, args=(*places[i % 2], resources, barrier, results))
+        for i in range(RACERS)
+    ]
+    for p in procs:
+        p.start()
+    codes: dict[str, list[int]] = {r: [] for r in resources}
+    for _ in range(RACERS * len(resources)):
+        resource, _pid, code = results.get(timeout=180)
+        codes[resource].append(code)
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    return codes
+
+
+def _revisions_at_the_remote(server: Path, resource: str) -> list[int]:
+    from gitlease.lease import log
+    from gitlease.store import Store
+
+    return [c.record.revision for c in log(Store.open(server, remote=""), resource)]
+
+
+@pytest.mark.slow
+def test_race_of_twelve_processes_on_two_hosts_has_one_winner(hosts) -> None:
+    resources = [f"race/fresh/{i}" for i in range(6)]
+    codes = _race(hosts, resources)
+    for resource in resources:
+        assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
+        assert _revisions_at_the_remote(hosts.server, resource) == [1]
+
+
+@pytest.mark.slow
+def test_race_for_expired_claims_on_two_hosts_has_one_winner(hosts) -> None:
+    resources = [f"race/expired/{i}" for i in range(4)]
+    for resource in resources:
+        assert hosts.on_a("acquire", resource, "--ttl", "1s", "--no-bind").code == 0
+    assert hosts.on_b("list").code == 0  # B's first sighting of A's claims
+    time.sleep(1.3)
+    codes = _race(hosts, resources)
+    for resource in resources:
+        assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
+        assert _revisions_at_the_remote(hosts.server, resource) == [1, 2]
+
+
+# ------------------------------------------------------------------ a push that is cut off
+
+# Installed as the server's reference-transaction hook: when the push is about to commit
+# ("prepared") or has committed ("committed"), SIGKILL the pushing `git push` process,
+# so the client never hears the outcome. DROP names the moment; "prepared" also aborts.
+DROP_HOOK = r"""#!/bin/sh
+mode=$(cat "$GIT_DIR/drop-push" 2>/dev/null) || exit 0
+[ "$1" = "$mode" ] || exit 0
+pid=$$
+while [ "$pid" -gt 1 ]; do
+    if tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -q '^git push '; then
+        kill -9 "$pid"; echo "$1" > "$GIT_DIR/push-dropped"; break
+    fi
+    pid=$(awk '{print $4}' /proc/$pid/stat)
+done
+rm -f "$GIT_DIR/drop-push"
+[ "$1" = prepared ] && exit 1
+exit 0
+"""
+
+
+def _drop_next_push(server: Path, when: str) -> None:
+    hook = server / "hooks" / "reference-transaction"
+    hook.write_text(DROP_HOOK)
+    hook.chmod(0o755)
+    (server / "drop-push").write_text(when)
+    (server / "push-dropped").unlink(missing_ok=True)
+
+
+def _was_dropped(server: Path) -> bool:
+    return (server / "push-dropped").exists()
+
+
+def test_a_push_cut_off_after_it_landed_is_settled_as_success(tmp_path) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    _drop_next_push(server, "committed")
+    got = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
+    assert got.code == 0, got
+    assert _was_dropped(server), "the push was not cut off"
+    assert remote_refs(server)[got.json["ref"]] == got.json["oid"]
+    assert run_cli("check", "r/cut", cwd=a).code == 0
+    _drop_next_push(server, "committed")
+    assert run_cli("heartbeat", "r/cut", cwd=a).code == 0
+    assert _was_dropped(server)
+    assert run_cli("release", "r/cut", cwd=a).code == 0
+
+
+def test_a_push_cut_off_before_it_landed_is_ambiguous_then_settles(tmp_path) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    _drop_next_push(server, "prepared")
+    cut = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
+    assert cut.code == 5, cut  # AMBIGUOUS: the outcome was unknown when it ended
+    assert _was_dropped(server)
+    assert "compare" in cut.json["error"]["message"].lower()
+    assert remote_refs(server) == {}  # it did not land ...
+    receipts = list((a / ".git" / "worklease" / "receipts").glob("*.json"))
+    assert len(receipts) == 1  # ... and the receipt stays, to settle it with `show`
+    assert run_cli("show", "r/cut", "--json", cwd=a).json["state"] == "free"
+    retried = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
+    assert retried.code == 0, retried
+    assert run_cli("acquire", "r/cut", cwd=b, env=HOST_B_ENV).code == 3
+    # a heartbeat cut off before landing: ambiguous, the claim still held as before
+    _drop_next_push(server, "prepared")
+    assert run_cli("heartbeat", "r/cut", cwd=a).code == 5
+    assert _was_dropped(server)
+    assert run_cli("check", "r/cut", cwd=a).code == 0
+    assert run_cli("heartbeat", "r/cut", cwd=a).code == 0
+
+
+def test_a_record_tampered_at_the_remote_is_refused(hosts) -> None:
+    assert hosts.on_a("acquire", "r/t", "--ttl", "1m").code == 0
+    blob = json.dumps({"not": "a record"}) + "\n"
+    oid = _write_blob(hosts.server, blob)
+    git("update-ref", "refs/worklease/r/t.lease", oid, cwd=hosts.server)
+    assert hosts.on_b("acquire", "r/t").code == 7
+    assert hosts.on_a("heartbeat", "r/t").code == 4
+
+
+def _write_blob(repo: Path, text: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=text, text=True,
+        capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+# ------------------------------------------------------------------ chaos across hosts
+
+
+def _history_on_two_hosts(
+    tmp_path: Path, seconds: float, **options
+) -> tuple[harness.Stats, Path]:
+    server = make_server(tmp_path)
+    with git_daemon(tmp_path) as base:
+        a = make_host(f"{base}/server.git", tmp_path / "host-a")
+        b = make_host(f"{base}/server.git", tmp_path / "host-b")
+        stats = harness.run(
+            server,
+            tmp_path / "log",
+            seconds=seconds,
+            ttl=1.0,
+            hosts=[(a, {}), (b, HOST_B_ENV)],
+            boot_offsets=BOOT_OFFSETS,
+            **options,
+        )
+    print(stats.summary())
+    return stats, server
+
+
+@pytest.mark.slow
+def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> None:
+    stats, server = _history_on_two_hosts(tmp_path, 30, clients=8, resources=4)
+    assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
+    assert stats.ok > 40, "the clients made progress"
+    from gitlease.lease import log
+    from gitlease.store import Store
+
+    for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
+        boots = {c.record.boot_id for c in log(Store.open(server, remote=""), resource)}
+        assert len(boots) == 2, (resource, boots)
+    for op in ("acquire", "heartbeat", "check", "release", "bundle", "exec", "replace"):
+        assert stats.by_op[op] > 0, op
+    for prop in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink"):
+        assert stats.violations[prop] == [], (prop, stats.violations[prop][:5])
+
+
+@pytest.mark.slow
+def test_the_checker_catches_a_broken_build_across_hosts(tmp_path: Path) -> None:
+    stats, _ = _history_on_two_hosts(
+        tmp_path,
+        15,
+        clients=8,
+        resources=2,
+        env={"GITLEASE_TESTING_BREAK_CAS": "yes-break-safety-for-tests"},
+    )
+    caught = sum(
+        len(stats.violations[p])
+        for p in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink")
+    )
+    assert caught > 0, stats.summary()
