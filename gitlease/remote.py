@@ -116,8 +116,6 @@ class RemoteStore(Store):
         with self._mirror_lock():
             for attempt in range(5):
                 result = self._network(
-                    "-c",
-                    "fetch.showForcedUpdates=false",
                     "fetch",
                     "--quiet",
                     "--no-tags",
