@@ -14,7 +14,14 @@ from typing import Any
 from . import lease as L
 from . import receipts as receipts_mod
 from .clock import Now, parse_duration_ms, rfc3339
-from .errors import AmbiguousError, CorruptRecordError, GitleaseError, HeldError, UsageError
+from .errors import (
+    AmbiguousError,
+    CorruptRecordError,
+    GitleaseError,
+    HeldError,
+    StoreError,
+    UsageError,
+)
 from .receipts import Binding, ClaimRef, Receipt
 from .record import (
     COORDINATION_ONLY,
@@ -27,7 +34,7 @@ from .record import (
     new_token,
 )
 from .refname import encode, validate_resource
-from .store import Snapshot, Store, WriteOutcomeUnknown
+from .store import CompareAndSwapFailed, Snapshot, Store
 from .value import Value
 
 
@@ -184,12 +191,14 @@ def _commit(
     try:
         oids = store.compare_and_swap_many(updates, message)
     except BaseException as exc:
+        if store.remote is not None and not isinstance(exc, (CompareAndSwapFailed, StoreError)):
+            # Interrupted mid-push (or its outcome unknown): the mirror cannot say what the
+            # remote holds, so the receipt stays, to settle it with `show`.
+            raise
         landed = _landed(store, records)
         if landed == len(records):
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         else:
-            if isinstance(exc, WriteOutcomeUnknown):
-                raise  # it may still land: the receipt stays to settle it with `show`
             if landed == 0:
                 receipts_mod.remove(rec.path)
                 raise

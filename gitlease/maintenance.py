@@ -141,7 +141,14 @@ def _repair_record(store: Store, snap: Snapshot, resource: str, problem: Problem
     except GitleaseError:
         suspect = None
     now = Now.read()
-    if suspect is not None and suspect.state != RELEASED and not L.is_expired(suspect, now):
+    if suspect is None and store.remote is not None:
+        problem.message += (
+            "; cannot be repaired through a remote (its revision is unknown, and this host may "
+            "not have seen every earlier one): fix or delete the ref at the remote by hand"
+        )
+        return
+    live = not L.is_expired(suspect, now, snap.first_seen_ms) if suspect is not None else False
+    if suspect is not None and suspect.state != RELEASED and live:
         problem.message += f"; left alone until {suspect.expires_at} (it may describe a live claim)"
         return
     revision = (

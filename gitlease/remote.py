@@ -48,9 +48,15 @@ CONFIG_KEY = "gitlease.remote"
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
-#: Rejections that mean "the ref was not what you expected" (or a racer held its lock):
-#: nothing was written, decide again from a fresh fetch.
-_RACE_REASONS = ("stale info", "fetch first", "atomic", "failed to update", "lock", "expected")
+#: ``git push --porcelain`` reasons for a refused ref. A race: the ref was not what we
+#: expected, or a racer held its lock (receive-pack: "atomic transaction failed"); decide
+#: again from a fresh fetch. A sibling: refused only because another ref of the same atomic
+#: push was. No verdict: the server did not say (settle by looking). Anything else is the
+#: server's policy (a hook, a hidden or protected ref).
+_RACE_REASONS = ("stale info", "fetch first", "atomic transaction failed", "failed to update",
+                 "failed to lock", "cannot lock")  # fmt: skip
+_SIBLING_REASONS = ("atomic push failed", "atomic push failure")
+_NO_VERDICT = ("remote failure", "remote failed to report")
 PRUNE_REFUSED = (
     "prune is not available with a remote store: the tombstones are what keep revisions "
     "increasing for every host"
@@ -63,7 +69,7 @@ _NO_CONTACT = (
     "unable to access",  # http(s), the first request
     "Could not resolve host",
 )
-_MIRROR = threading.local()  # whether this thread holds the mirror lock
+_MIRROR = threading.local()  # the stores whose mirror lock this thread holds
 
 
 def resolve(location: Location, explicit: str | None) -> tuple[str, str] | None:
@@ -72,32 +78,52 @@ def resolve(location: Location, explicit: str | None) -> tuple[str, str] | None:
     An empty value turns the remote off (``--remote ''`` over a configured one).
     """
     if explicit is not None:
-        return (explicit, "--remote") if explicit else None
-    env = os.environ.get(REMOTE_ENV)
-    if env is not None:
-        return (env, REMOTE_ENV) if env else None
-    configured = _configured_remote(location.git_dir)
-    return (configured, f"git config {CONFIG_KEY}") if configured else None
-
-
-def _configured_remote(git_dir: Path) -> str | None:
-    """Run ``git config`` only when a config file mentions gitlease (most never do)."""
-    home = Path(os.path.expanduser("~"))
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    for path in (git_dir / "config", home / ".gitconfig", xdg / "git" / "config"):
-        try:
-            if b"gitlease" in path.read_bytes().lower():
-                break
-        except OSError:
-            continue
+        chosen = (explicit, "--remote")
+    elif os.environ.get(REMOTE_ENV) is not None:
+        chosen = (os.environ[REMOTE_ENV], REMOTE_ENV)
     else:
+        chosen = (_configured_remote(location.git_dir), f"git config {CONFIG_KEY}")
+    if not chosen[0]:
         return None
-    result = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "config", "--get", CONFIG_KEY],
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout.strip() or None
+    return _absolute_if_path(chosen[0]), chosen[1]
+
+
+def _configured_remote(git_dir: Path) -> str:
+    """``git config gitlease.remote`` as git resolves it (every file, includes, environment).
+
+    Always asked (a few milliseconds): a store that missed its remote would decide
+    alone, and judge other hosts' records by the rules of a single host.
+    """
+    try:
+        result = subprocess.run(
+            ["git", "--git-dir", str(git_dir), "config", "--get", CONFIG_KEY],
+            capture_output=True,
+            text=True,
+        )
+    except OSError as exc:
+        raise StoreError(f"cannot run git: {exc}") from None
+    if result.returncode not in (0, 1):  # 1: not set
+        raise StoreError(f"cannot read git config {CONFIG_KEY}: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def _absolute_if_path(remote: str) -> str:
+    """A relative path names the same repository for every process (``exec``'s command too)."""
+    if "://" in remote or os.path.isabs(remote) or not os.path.exists(remote):
+        return remote
+    return os.path.abspath(remote)
+
+
+def redact(remote: str) -> str:
+    """The remote for messages: a password or token in a URL is never shown."""
+    scheme, sep, rest = remote.partition("://")
+    if not sep:
+        return remote
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return remote
+    user = authority.rpartition("@")[0].partition(":")[0]
+    return f"{scheme}://{user}:***@{authority.rpartition('@')[2]}{slash}{path}"
 
 
 class RemoteStore(Store):
@@ -107,6 +133,7 @@ class RemoteStore(Store):
         super().__init__(location)
         self.remote = remote
         self.remote_reason = reason
+        self.shown = redact(remote)  # for messages
         self.sightings = Sightings(self.git_dir / "worklease" / "sightings")
 
     # ----------------------------------------------------------------- reads
@@ -129,11 +156,12 @@ class RemoteStore(Store):
                 if result is not None and result.returncode == 0:
                     return
                 why = _stderr(result)
-                if "lock" in why and attempt < 4:  # a killed fetch's lock, or git gc's
+                locked = "cannot lock ref" in why or ".lock': File exists" in why
+                if locked and attempt < 4:  # a killed fetch's lock, or git gc's for a moment
                     self._clear_stale_mirror_locks()
                     time.sleep(0.05 * 2**attempt)
                     continue
-                raise StoreError(f"cannot fetch claims from the remote {self.remote}: {why}")
+                raise StoreError(f"cannot fetch claims from the remote {self.shown}: {why}")
 
     def read(self, ref: str) -> Snapshot:
         return self.sightings.stamp([super().read(ref)], Now.read(), complete=False)[0]
@@ -157,7 +185,7 @@ class RemoteStore(Store):
             args += [f"--force-with-lease={ref}:{expected or ''}" for ref, expected, _ in planned]
             args += [f"{new}:{ref}" for ref, _, new in planned]
         self._push(args, planned)
-        self._mirror_unconditionally([(ref, new) for ref, _, new in planned], message)
+        self._mirror_compare_and_swap(planned, message)
         return [new for _, _, new in planned]
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
@@ -173,18 +201,19 @@ class RemoteStore(Store):
             and all(s is not None and s[0] in "*+=" for s in ours)
         ):
             return  # "=": the ref already holds our new record (a retried push that had landed)
-        rejected = [s for s in ours if s is not None and s[0] == "!"]
-        if rejected:
-            reasons = "; ".join(sorted({s[1] for s in rejected}))
-            if any(word in reasons for word in _RACE_REASONS):
-                raise CompareAndSwapFailed(
-                    f"the remote {self.remote} refused the update ({reasons}): "
-                    "a claim changed there meanwhile"
-                )
-            raise StoreError(f"the remote {self.remote} refused the update: {reasons}")
+        reasons = [s[1] for s in ours if s is not None and s[0] == "!"]
+        verdict = _rejection(reasons)
+        if verdict == "race":
+            raise CompareAndSwapFailed(
+                f"the remote {self.shown} refused the update ({'; '.join(sorted(set(reasons)))})"
+                ": a claim changed there meanwhile"
+            )
+        if verdict == "policy":
+            policy = sorted({r for r in reasons if _classify(r) == "policy"})
+            raise StoreError(f"the remote {self.shown} refused the update: {'; '.join(policy)}")
         why = _stderr(result)
-        if not statuses and any(words in why for words in _NO_CONTACT):
-            raise StoreError(f"cannot reach the remote {self.remote}: {why}")
+        if not statuses and _no_contact(result):
+            raise StoreError(f"cannot reach the remote {self.shown}: {why}")
         self._settle(planned, why)
 
     def _settle(self, planned: list[tuple[str, str | None, str]], why: str) -> None:
@@ -196,29 +225,58 @@ class RemoteStore(Store):
             except StoreError as exc:
                 if attempt == 2:
                     raise WriteOutcomeUnknown(
-                        f"the push to {self.remote} was interrupted ({why}) and the remote "
+                        f"the push to {self.shown} was interrupted ({why}) and the remote "
                         f"cannot be read to settle it ({exc}); compare `gitlease show` with "
                         "your receipt once it can"
                     ) from None
                 time.sleep(0.5)
-        current = {ref: Store.read(self, ref).oid for ref, _, _ in planned}
-        landed = [current[ref] == new for ref, _, new in planned]
-        if all(landed):
+        found = [self._landed(ref, expected, new) for ref, expected, new in planned]
+        if all(f == "landed" for f in found):
             return
-        moved = [ref for ref, expected, _ in planned if current[ref] != expected]
-        if moved and not any(landed):
+        if all(f == "not landed" for f in found):
             raise CompareAndSwapFailed(
-                f"the push to {self.remote} was interrupted ({why}) and {moved[0]} has "
-                "moved on since: this write did not land and never can"
+                f"the push to {self.shown} was interrupted ({why}) and the remote has moved "
+                "on from the record it was based on: this write did not land and never can"
             )
         raise WriteOutcomeUnknown(
-            f"the push to {self.remote} was interrupted ({why}); its records are not at the "
+            f"the push to {self.shown} was interrupted ({why}); its records are not at the "
             "remote now, but a server that received them may still apply them. Compare "
             "`gitlease show` with your receipt, then retry"
         )
 
-    def _mirror_unconditionally(self, pairs: list[tuple[str, str]], message: str) -> None:
-        """Point the mirror at what the remote now holds, so the commit hooks see it at once.
+    def _landed(self, ref: str, expected: str | None, new: str) -> str:
+        """Whether ``new`` is in the ref's history at the remote: "landed", "not landed"
+        (the history passes from ``expected`` to another record), or "pending" (the ref
+        is unchanged: the write may still be applied) or "unknown".
+
+        Another host may have written after us before we looked (a release, then an
+        acquire), so the current record's chain of ``previous`` ids is followed back.
+        """
+        from .record import parse
+
+        oid = Store.read(self, ref).oid
+        if oid == expected:
+            return "pending"
+        for _ in range(1000):
+            if oid == new:
+                return "landed"
+            if oid == expected or oid is None:
+                return "not landed"
+            data, _problem = self.read_blob(oid)
+            if data is None:
+                return "unknown"  # a record this host never fetched
+            try:
+                oid = parse(data).previous
+            except StoreError:
+                return "unknown"
+        return "unknown"
+
+    def _mirror_compare_and_swap(
+        self, pairs: list[tuple[str, str | None, str]], message: str
+    ) -> None:
+        """Point the mirror at what the remote now holds, so the commit hooks see it at once:
+        each ref that still shows the record the push replaced (a fetch in between may
+        already have brought something newer, which is left alone).
 
         Best effort: the remote already holds the records, and the next fetch
         corrects the mirror; failing here must not report a landed write as failed.
@@ -226,14 +284,15 @@ class RemoteStore(Store):
         import pygit2
 
         with suppress(StoreError), self._mirror_lock():
-            for ref, _ in pairs:
+            for ref, _, _ in pairs:
                 self._ensure_reflog(ref)
             try:
                 with self.repo.transaction() as tx:
-                    for ref, _ in sorted(pairs):
+                    for ref, _, _ in sorted(pairs):
                         self._lock_ref(tx, ref)
-                    for ref, oid in pairs:
-                        tx.set_target(ref, oid, message=message)
+                    for ref, expected, new in pairs:
+                        if self._read_pygit2(ref).oid == expected:
+                            tx.set_target(ref, new, message=message)
             except (pygit2.GitError, OSError):
                 pass
 
@@ -260,7 +319,8 @@ class RemoteStore(Store):
     @contextmanager
     def _mirror_lock(self) -> Iterator[None]:
         """One writer of the mirror at a time on this host (fetches and post-push updates)."""
-        if getattr(_MIRROR, "held", False):
+        held: set[str] = _MIRROR.__dict__.setdefault("held", set())
+        if str(self.git_dir) in held:
             yield
             return
         path = self.git_dir / "worklease" / "mirror.lock"
@@ -279,22 +339,52 @@ class RemoteStore(Store):
                     if time.monotonic() >= deadline:
                         raise StoreError(f"{path} stayed locked: is a fetch hung?") from None
                     time.sleep(0.005)
-            _MIRROR.held = True
+            held.add(str(self.git_dir))
             yield
         finally:
-            _MIRROR.held = False
+            held.discard(str(self.git_dir))
             os.close(fd)
 
     def _clear_stale_mirror_locks(self) -> None:
-        """Under the mirror lock: lock files of the mirror's refs left by a killed fetch."""
+        """Under the mirror lock: lock files of the mirror's refs left by a killed fetch.
+
+        (``packed-refs.lock`` is never touched: a slow ``git pack-refs`` may hold it.)
+        """
         root = self.git_dir / PREFIX.rstrip("/")
-        candidates = list(root.rglob("*.lock")) if root.is_dir() else []
-        candidates.append(self.git_dir / "packed-refs.lock")
-        for lock in candidates:
+        for lock in root.rglob("*.lock") if root.is_dir() else []:
             with suppress(OSError):
                 age = time.time() - lock.stat().st_mtime
                 if age > STALE_LOCK_SECONDS or age < -1.0:
                     lock.unlink()
+
+
+def _no_contact(result: subprocess.CompletedProcess[bytes] | None) -> bool:
+    """git itself (not the server's ``remote:`` lines) said it never got the remote's
+    first answer, and exited on its own: nothing was sent."""
+    if result is None or result.returncode <= 0:
+        return False
+    text = result.stderr.decode("utf-8", "replace")
+    own = "\n".join(line for line in text.splitlines() if not line.startswith("remote:"))
+    return any(words in own for words in _NO_CONTACT)
+
+
+def _classify(reason: str) -> str:
+    if any(words in reason for words in _NO_VERDICT):
+        return "unknown"
+    if any(words in reason for words in _SIBLING_REASONS):
+        return "sibling"
+    if any(words in reason for words in _RACE_REASONS):
+        return "race"
+    return "policy"
+
+
+def _rejection(reasons: list[str]) -> str | None:
+    """One verdict for an atomic push's refused refs: race, policy, unknown, or None."""
+    kinds = {_classify(r) for r in reasons}
+    for verdict in ("unknown", "race", "policy"):
+        if verdict in kinds:
+            return verdict
+    return "race" if kinds else None  # only siblings: nothing was written
 
 
 def _push_statuses(out: bytes) -> dict[str, tuple[str, str]]:

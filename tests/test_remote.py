@@ -12,6 +12,8 @@ import json
 import multiprocessing
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -347,8 +349,6 @@ def test_a_record_tampered_at_the_remote_is_refused(hosts) -> None:
 
 
 def _write_blob(repo: Path, text: str) -> str:
-    import subprocess
-
     return subprocess.run(
         ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=text, text=True,
         capture_output=True, check=True,
@@ -358,9 +358,7 @@ def _write_blob(repo: Path, text: str) -> str:
 # ------------------------------------------------------------------ chaos across hosts
 
 
-def _history_on_two_hosts(
-    tmp_path: Path, seconds: float, **options
-) -> tuple[harness.Stats, Path]:
+def _history_on_two_hosts(tmp_path: Path, seconds: float, **options) -> tuple[harness.Stats, Path]:
     server = make_server(tmp_path)
     with git_daemon(tmp_path) as base:
         a = make_host(f"{base}/server.git", tmp_path / "host-a")
@@ -409,3 +407,95 @@ def test_the_checker_catches_a_broken_build_across_hosts(tmp_path: Path) -> None
         for p in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink")
     )
     assert caught > 0, stats.summary()
+
+
+# ------------------------------------------------------------------ found in review
+
+
+def test_a_remote_set_in_any_git_config_file_is_used(hosts, tmp_path: Path) -> None:
+    """Not only the repository's config: an included file, GIT_CONFIG_GLOBAL, and so on."""
+    git("config", "--unset", "gitlease.remote", cwd=hosts.b)
+    team = tmp_path / "team.gitconfig"
+    team.write_text("[gitlease]\n\tremote = origin\n")
+    glob = tmp_path / "global.gitconfig"
+    glob.write_text(f"[include]\n\tpath = {team}\n")
+    assert hosts.on_a("acquire", "r/cfg", "--ttl", "10m").code == 0
+    env = {"GIT_CONFIG_GLOBAL": str(glob)}
+    assert hosts.on_b("where", "--json", env=env).json["remote"] == "origin"
+    assert hosts.on_b("acquire", "r/cfg", env=env).code == 3
+
+
+def test_repair_leaves_another_hosts_record_alone_until_seen_for_its_ttl(hosts) -> None:
+    assert hosts.on_a("acquire", "r/rep", "--ttl", "10m").code == 0
+    ref = "refs/worklease/r/rep.lease"
+    text = git("cat-file", "blob", ref, cwd=hosts.server).stdout
+    forged = _write_blob(hosts.server, text.replace('"test-agent"', '"mallory"'))  # bad signature
+    git("update-ref", ref, forged, cwd=hosts.server)
+    out = hosts.on_b("verify", "--repair", "--json")
+    assert out.code == 7 and "left alone until" in out.out, out
+    assert remote_refs(hosts.server)[ref] == forged
+    assert hosts.on_b("acquire", "r/rep").code == 7
+
+
+def test_a_remote_error_text_does_not_make_a_landed_push_look_unsent(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    hook = server / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\ncat >/dev/null\necho 'fatal: Could not read from remote repository.' >&2\n"
+    )
+    hook.chmod(0o755)
+    _drop_next_push(server, "committed")
+    got = run_cli("acquire", "r/noisy", "--ttl", "1m", "--json", cwd=a)
+    assert _was_dropped(server)
+    assert got.code == 0, got
+    assert run_cli("check", "r/noisy", cwd=a).code == 0
+
+
+def test_a_bundle_refused_by_server_policy_is_a_store_error(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    hook = server / "hooks" / "update"
+    hook.write_text('#!/bin/sh\ncase "$1" in *deny*) echo "no: $1" >&2; exit 1;; esac\n')
+    hook.chmod(0o755)
+    out = run_cli("bundle", "acquire", "r/ok", "r/deny", "--wait", "5s", "--json", cwd=a)
+    assert out.code == 7, out
+    assert "refused the update" in out.json["error"]["message"]
+    assert remote_refs(server) == {}
+    assert run_cli("bundle", "acquire", "r/ok", "r/fine", cwd=a).code == 0
+
+
+def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path: Path) -> None:
+    """The push lands, its client dies, and another host acquires before we look."""
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    slow = tmp_path / "slow-fetch"
+    wrapper = tmp_path / "slow-upload-pack"
+    wrapper.write_text(f'#!/bin/sh\n[ -e "{slow}" ] && sleep 3\nexec git-upload-pack "$@"\n')
+    wrapper.chmod(0o755)
+    git("config", "remote.origin.uploadpack", str(wrapper), cwd=a)
+    assert run_cli("acquire", "r/rel", "--ttl", "1m", cwd=a).code == 0
+    _drop_next_push(server, "committed")
+    slow.touch()
+    release = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "release", "r/rel", "--json"],
+        cwd=a, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)
+    assert _was_dropped(server)
+    assert run_cli("acquire", "r/rel", cwd=b, env=HOST_B_ENV).code == 0
+    out, _ = release.communicate(timeout=60)
+    assert release.returncode == 0, out
+    receipts = list((a / ".git" / "worklease" / "receipts").glob("*.json"))
+    assert all(json.loads(p.read_text())["token"] is None for p in receipts)
+
+
+def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
+    url = "http://bob:s3cretPAT@127.0.0.1:1/server.git"
+    where = hosts.on_a("where", "--remote", url, "--json")
+    assert where.json["remote"] == "http://bob:***@127.0.0.1:1/server.git"
+    for args in (("acquire", "r/pw"), ("show", "r/pw"), ("list",)):
+        out = hosts.on_a(*args, "--remote", url, "--json")
+        assert out.code == 7, out
+        assert "s3cretPAT" not in out.out + out.err

@@ -29,11 +29,12 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @command(cli, "where")
 def where(opts: Options) -> None:
     """Print the store in use and why it was chosen."""
-    from ..remote import resolve
+    from ..remote import redact, resolve
     from ..store import locate
 
     location = locate(opts.store)
-    remote = resolve(location, opts.remote)
+    found = resolve(location, opts.remote)
+    remote = (redact(found[0]), found[1]) if found else None
     doc = {
         "store": str(location.git_dir),
         "reason": location.reason,
