@@ -261,12 +261,14 @@ def _bind_all(store: Store, rec: Receipt) -> None:
 
 
 def _tidy(store: Store, rec: Receipt) -> None:
-    """Drop this worktree's older receipts for the same resource: they can never prove anything.
+    """Drop this worktree's receipts that can never prove anything again.
 
-    A receipt of a lower or equal revision belongs to a claim that was replaced
-    (or to a racing acquire whose compare-and-swap must fail); a token-less one
-    to a released claim.
+    Those of released claims, once a day old (any resource), and the older ones
+    of the same resource: a receipt of a lower or equal revision belongs to a
+    claim that was replaced (or to a racing acquire whose compare-and-swap must
+    fail); a token-less one to a released claim.
     """
+    receipts_mod.remove_spent(rec.path.parent)
     if rec.bundle_id is not None:
         return
     claim = rec.claims[0]

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +30,8 @@ from .value import Value
 
 RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1
+#: A released claim's receipt (no token) is kept this long, for a retried release.
+SPENT_RECEIPT_SECONDS = 86_400
 
 
 class ClaimRef(Value):
@@ -209,6 +212,35 @@ def without_token(receipt: Receipt) -> Receipt:
 def remove(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
+
+
+def remove_spent(directory: Path, older_than: float = SPENT_RECEIPT_SECONDS) -> int:
+    """Delete receipts of released claims (no token) older than ``older_than`` seconds.
+
+    They prove nothing, and a retried release has long been answered; without
+    this an agent working through a long backlog would keep one file per resource
+    forever, and every lookup lists the directory. Receipts with a token are never
+    touched (``verify`` reports orphans).
+    """
+    cutoff = time.time() - older_than
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.endswith(".json"):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                continue
+            spent = read(Path(entry.path)).token is None
+        except (OSError, ReceiptError):
+            continue
+        if spent:
+            remove(Path(entry.path))
+            removed += 1
+    return removed
 
 
 def candidates(directory: Path, ref: str) -> list[Path]:

@@ -7,6 +7,7 @@ reached over ``file://`` and through a real ``git daemon`` on 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import multiprocessing
@@ -499,3 +500,20 @@ def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
         out = hosts.on_a(*args, "--remote", url, "--json")
         assert out.code == 7, out
         assert "s3cretPAT" not in out.out + out.err
+
+
+def test_replace_file_checks_the_claim_at_the_remote(hosts) -> None:
+    target = hosts.b / "plan.txt"
+    assert hosts.on_b("acquire", "r/file", "--ttl", "2s").code == 0
+    out = hosts.on_b("replace-file", str(target), "r/file", "--expect-absent", "--from", "-",
+                     input="v1\n")  # fmt: skip
+    assert out.code == 0 and target.read_text() == "v1\n", out
+    time.sleep(2.2)  # B's claim expired on B's clock; A takes it after watching it a TTL
+    assert hosts.on_a("acquire", "r/file").code == 3
+    time.sleep(2.2)
+    assert hosts.on_a("acquire", "r/file", "--ttl", "1m").code == 0
+    sha = hashlib.sha256(b"v1\n").hexdigest()
+    late = hosts.on_b("replace-file", str(target), "r/file", "--expect-sha256", sha,
+                      "--from", "-", input="v2\n")  # fmt: skip
+    assert late.code == 4, late
+    assert target.read_text() == "v1\n"
