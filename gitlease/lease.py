@@ -619,7 +619,14 @@ def check_many(store: Store, rec: Receipt, claim_refs: list[ClaimRef], need_ms: 
                 f"claim {claim_ref.claim_id} on {claim.resource} was released",
                 claim=claim.to_dict(),
             )
-        if claim.state != "active" or is_expired(record, now):  # the holder's own clock only
+        if record.boot_id != now.boot:  # a claim counts only on its holder's own clock
+            raise LostError(
+                f"claim {claim_ref.claim_id} on {claim.resource} was written on another host "
+                "or before this host last booted: it is not held here. Stop mutating, "
+                "preserve progress, re-acquire",
+                claim=claim.to_dict(),
+            )
+        if claim.state != "active":
             raise LostError(
                 f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
                 claim=claim.to_dict(),

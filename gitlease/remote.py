@@ -41,6 +41,8 @@ from .store import (
     Snapshot,
     Store,
     WriteOutcomeUnknown,
+    flock_polling,
+    open_lock_file,
 )
 
 REMOTE_ENV = "GITLEASE_REMOTE"
@@ -85,6 +87,8 @@ def resolve(location: Location, explicit: str | None) -> tuple[str, str] | None:
         chosen = (_configured_remote(location.git_dir), f"git config {CONFIG_KEY}")
     if not chosen[0]:
         return None
+    if chosen[0].startswith("-"):  # it is passed to git fetch and git push as an argument
+        raise UsageError(f"bad remote {chosen[0]!r} (from {chosen[1]}): it cannot start with -")
     return _absolute_if_path(chosen[0]), chosen[1]
 
 
@@ -324,21 +328,10 @@ class RemoteStore(Store):
             yield
             return
         path = self.git_dir / "worklease" / "mirror.lock"
+        fd = open_lock_file(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-        try:
-            deadline = time.monotonic() + NETWORK_TIMEOUT_SECONDS + 5
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StoreError(f"{path} stayed locked: is a fetch hung?") from None
-                    time.sleep(0.005)
+            if not flock_polling(fd, time.monotonic() + NETWORK_TIMEOUT_SECONDS + 5):
+                raise StoreError(f"{path} stayed locked: is a fetch hung?")
             held.add(str(self.git_dir))
             yield
         finally:
@@ -473,12 +466,7 @@ class Sightings:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        lock = self.path.with_name(self.path.name + ".lock")
-        try:
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open {lock}: {exc.strerror}") from None
+        fd = open_lock_file(self.path.with_name(self.path.name + ".lock"))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

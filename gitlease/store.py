@@ -402,20 +402,11 @@ class Store:
             return
         fd = _open_guard(path)
         try:
-            deadline = time.monotonic() + wait
-            delay = 0.002
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise HeldError(
-                            f"the guard of {ref} is held by another gitlease process "
-                            "(a running exec or replace-file); try again later"
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.05)
+            if not flock_polling(fd, time.monotonic() + wait):
+                raise HeldError(
+                    f"the guard of {ref} is held by another gitlease process "
+                    "(a running exec or replace-file); try again later"
+                )
             held[str(path)] = fd
             yield fd
         finally:
@@ -592,6 +583,29 @@ class Store:
                 tx.remove(ref)
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot remove {ref} from {self.git_dir}: {exc}") from None
+
+
+def flock_polling(fd: int, deadline: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` before the monotonic ``deadline``; False if not."""
+    delay = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def open_lock_file(path: Path) -> int:
+    """A descriptor of a small lock file (made 0600, with its directory), or STORE."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
 
 
 def guard_delegation(path: Path) -> str:

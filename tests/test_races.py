@@ -16,9 +16,18 @@ ROUNDS = 20
 CTX = multiprocessing.get_context("fork")
 
 
-def _racer(repo: str, resources: list[str], barrier, results) -> None:
-    """One contender: imports done, then for each round wait at the barrier and acquire."""
-    os.chdir(repo)
+def _racer(cwd: str, boot: dict[str, str], resources: list[str], barrier, results) -> None:
+    """One contender: imports done, then for each round wait at the barrier and acquire.
+
+    ``boot`` lets it play another host (``tests/hosts.py``) in a remote store's tests.
+    """
+    os.chdir(cwd)
+    if boot:
+        from gitlease import clock
+
+        clock._TEST_BOOT_ID = boot["GITLEASE_TESTING_BOOT_ID"]
+        clock._TEST_BOOT_OFFSET_MS = int(boot["GITLEASE_TESTING_BOOT_OFFSET_MS"])
+        clock.boot_id.cache_clear()
     import pygit2  # noqa: F401
 
     from gitlease.cli import claims  # noqa: F401  (registers commands; imports done here)
@@ -31,18 +40,23 @@ def _racer(repo: str, resources: list[str], barrier, results) -> None:
         results.put((resource, os.getpid(), code))
 
 
-def _race(repo: Path, resources: list[str]) -> dict[str, list[int]]:
-    barrier = CTX.Barrier(RACERS)
+def race(
+    places: list[tuple[Path, dict[str, str]]], resources: list[str], racers: int = RACERS
+) -> dict[str, list[int]]:
+    """``racers`` processes, dealt round-robin to ``places`` (a directory and the host it
+    plays), acquire each resource in turn, all released at once: the exit codes."""
+    barrier = CTX.Barrier(racers)
     results = CTX.Queue()
+    dealt = [places[i % len(places)] for i in range(racers)]
     procs = [
-        CTX.Process(target=_racer, args=(str(repo), resources, barrier, results))
-        for _ in range(RACERS)
+        CTX.Process(target=_racer, args=(str(cwd), boot, resources, barrier, results))
+        for cwd, boot in dealt
     ]
     for p in procs:
         p.start()
     codes: dict[str, list[int]] = {r: [] for r in resources}
-    for _ in range(RACERS * len(resources)):
-        resource, _pid, code = results.get(timeout=120)
+    for _ in range(racers * len(resources)):
+        resource, _pid, code = results.get(timeout=180)
         codes[resource].append(code)
     for p in procs:
         p.join(timeout=30)
@@ -60,7 +74,7 @@ def _holders(repo: Path, resource: str) -> list[dict]:
 @pytest.mark.slow
 def test_race_on_fresh_resources_has_exactly_one_winner(repo: Path) -> None:
     resources = [f"race/fresh/{i}" for i in range(ROUNDS)]
-    codes = _race(repo, resources)
+    codes = race([(repo, {})], resources)
     for resource in resources:
         assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
         history = _holders(repo, resource)
@@ -78,7 +92,7 @@ def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatc
     for resource in resources:
         acquire(store, resource, ttl="1s", bind=False)
     time.sleep(1.2)
-    codes = _race(repo, resources)
+    codes = race([(repo, {})], resources)
     for resource in resources:
         assert sorted(codes[resource]) == [0] + [3] * (RACERS - 1), (resource, codes[resource])
         history = _holders(repo, resource)

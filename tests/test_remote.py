@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
-import multiprocessing
 import os
 import socket
 import subprocess
@@ -23,8 +21,7 @@ import harness
 import pytest
 from conftest import git, run_cli
 from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
-
-CTX = multiprocessing.get_context("fork")
+from test_races import race
 
 
 @pytest.fixture(params=["file", "daemon"])
@@ -199,44 +196,8 @@ def test_prune_is_refused_with_a_remote(hosts) -> None:
 RACERS = 12  # six on each host
 
 
-def _racer(cwd: str, boot: dict[str, str], resources: list[str], barrier, results) -> None:
-    os.chdir(cwd)
-    os.environ.update(boot)
-    from gitlease import clock
-
-    clock._TEST_BOOT_ID = boot.get("GITLEASE_TESTING_BOOT_ID")  # play this host (see hosts.py)
-    clock._TEST_BOOT_OFFSET_MS = int(boot.get("GITLEASE_TESTING_BOOT_OFFSET_MS", "0"))
-    clock.boot_id.cache_clear()
-    import pygit2  # noqa: F401
-
-    from gitlease.cli import claims  # noqa: F401
-    from gitlease.cli.app import main
-
-    for resource in resources:
-        barrier.wait()
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            code = main(["acquire", resource, "--ttl", "1m", "--json"])
-        results.put((resource, os.getpid(), code))
-
-
 def _race(hosts, resources: list[str]) -> dict[str, list[int]]:
-    barrier = CTX.Barrier(RACERS)
-    results = CTX.Queue()
-    places = [(str(hosts.a), {}), (str(hosts.b), HOST_B_ENV)]
-    procs = [
-        CTX.Process(target=_racer, args=(*places[i % 2], resources, barrier, results))
-        for i in range(RACERS)
-    ]
-    for p in procs:
-        p.start()
-    codes: dict[str, list[int]] = {r: [] for r in resources}
-    for _ in range(RACERS * len(resources)):
-        resource, _pid, code = results.get(timeout=180)
-        codes[resource].append(code)
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
-    return codes
+    return race([(hosts.a, {}), (hosts.b, HOST_B_ENV)], resources, RACERS)
 
 
 def _revisions_at_the_remote(server: Path, resource: str) -> list[int]:
@@ -517,3 +478,22 @@ def test_replace_file_checks_the_claim_at_the_remote(hosts) -> None:
                       "--from", "-", input="v2\n")  # fmt: skip
     assert late.code == 4, late
     assert target.read_text() == "v1\n"
+
+
+def test_a_remote_that_looks_like_an_option_is_refused(hosts) -> None:
+    out = hosts.on_a("acquire", "r/opt", "--remote=--upload-pack=touch /tmp/x", "--json")
+    assert out.code == 2 and "cannot start with -" in out.json["error"]["message"], out
+    assert remote_refs(hosts.server) == {}
+
+
+def test_a_claim_counts_only_on_the_clock_of_the_boot_that_took_it(hosts, tmp_path) -> None:
+    receipt = tmp_path / "receipt.json"
+    got = hosts.on_a("acquire", "r/carried", "--ttl", "1m", "--receipt", str(receipt))
+    assert got.code == 0, got
+    rebooted = {"GITLEASE_TESTING_BOOT_ID": "a-after-a-reboot"}  # host A, booted again
+    out = hosts.on_a("check", "r/carried", "--receipt", str(receipt), "--json", env=rebooted)
+    assert out.code == 4 and "before this host last booted" in out.json["error"]["message"], out
+    assert hosts.on_a("heartbeat", "r/carried", "--receipt", str(receipt), env=rebooted).code == 4
+    assert hosts.on_a("check", "r/carried", "--receipt", str(receipt)).code == 0
+    carried = hosts.on_b("check", "r/carried", "--receipt", str(receipt), "--json")
+    assert carried.code == 2 and "belongs to the store" in carried.json["error"]["message"]
