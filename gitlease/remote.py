@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .clock import Now
-from .errors import StoreError, UsageError
+from .errors import GitleaseError, StoreError, UsageError
 from .refname import PREFIX
 from .store import (
     BROKEN_FOR_TESTS,
@@ -287,7 +287,7 @@ class RemoteStore(Store):
         """
         import pygit2
 
-        with suppress(StoreError), self._mirror_lock():
+        with suppress(GitleaseError), self._mirror_lock():  # e.g. a young lock that stays
             for ref, _, _ in pairs:
                 self._ensure_reflog(ref)
             try:
