@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import lease as L
+from .clock import Now
 from .errors import GitleaseError, LostError, PreconditionError, UsageError
 from .record import COORDINATION_ONLY
 from .store import BREAK_ENV, GUARD_ENV, Store, guard_delegation
@@ -145,7 +146,12 @@ def _supervise(
                 pass
             try:
                 if time.monotonic() >= next_beat:
-                    L.heartbeat_many(store, rec, [claim_ref], None)
+                    # A remote that does not answer must not keep this loop from noticing
+                    # the claim run out: the heartbeat gets no longer than the claim has left.
+                    assert claim.record is not None
+                    left_ms = L.remaining_ms(claim.record, Now.read())
+                    with store.within(max(left_ms, 100) / 1000):
+                        claim = L.heartbeat_many(store, rec, [claim_ref], None)[0]
                     next_beat = time.monotonic() + beat_every
                 else:
                     L.check_many(store, rec, [claim_ref], 0)

@@ -139,6 +139,25 @@ class RemoteStore(Store):
         self.remote_reason = reason
         self.shown = redact(remote)  # for messages
         self.sightings = Sightings(self.git_dir / "worklease" / "sightings")
+        self._deadline: float | None = None  # see within()
+
+    @contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """Network calls made inside (fetch, push, settling) end by then, or count as
+        unanswered: exec's heartbeat must not outlast the claim it renews."""
+        outer = self._deadline
+        self._deadline = time.monotonic() + seconds
+        if outer is not None:
+            self._deadline = min(self._deadline, outer)
+        try:
+            yield
+        finally:
+            self._deadline = outer
+
+    def _seconds_left(self, limit: float) -> float:
+        if self._deadline is None:
+            return limit
+        return min(limit, self._deadline - time.monotonic())
 
     # ----------------------------------------------------------------- reads
 
@@ -227,7 +246,7 @@ class RemoteStore(Store):
                 self.refresh()
                 break
             except StoreError as exc:
-                if attempt == 2:
+                if attempt == 2 or self._seconds_left(1.0) < 1.0:
                     raise WriteOutcomeUnknown(
                         f"the push to {self.shown} was interrupted ({why}) and the remote "
                         f"cannot be read to settle it ({exc}); compare `gitlease show` with "
@@ -304,6 +323,9 @@ class RemoteStore(Store):
 
     def _network(self, *args: str) -> subprocess.CompletedProcess[bytes] | None:
         """Run a git command that talks to the remote; None if it had to be stopped."""
+        timeout = self._seconds_left(NETWORK_TIMEOUT_SECONDS)
+        if timeout <= 0:
+            return None
         env = dict(os.environ, GIT_DIR=str(self.git_dir), GIT_TERMINAL_PROMPT="0")
         for name in ("GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE"):
             env.pop(name, None)
@@ -313,7 +335,7 @@ class RemoteStore(Store):
                 capture_output=True,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                timeout=NETWORK_TIMEOUT_SECONDS,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired:
             return None
@@ -330,7 +352,9 @@ class RemoteStore(Store):
         path = self.git_dir / "worklease" / "mirror.lock"
         fd = open_lock_file(path)
         try:
-            if not flock_polling(fd, time.monotonic() + NETWORK_TIMEOUT_SECONDS + 5):
+            if not flock_polling(
+                fd, time.monotonic() + self._seconds_left(NETWORK_TIMEOUT_SECONDS + 5)
+            ):
                 raise StoreError(f"{path} stayed locked: is a fetch hung?")
             held.add(str(self.git_dir))
             yield
@@ -392,7 +416,7 @@ def _push_statuses(out: bytes) -> dict[str, tuple[str, str]]:
 
 def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
     if result is None:
-        return f"no answer within {NETWORK_TIMEOUT_SECONDS:g}s"
+        return "no answer in time"
     text = result.stderr.decode("utf-8", "replace").strip()
     if result.returncode < 0:
         return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")

@@ -234,6 +234,11 @@ class Store:
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
 
+    @contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """Network calls made inside end within ``seconds`` (a remote store; here: none)."""
+        yield
+
     # ----------------------------------------------------------------- reads
 
     def _git(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:

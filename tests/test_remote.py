@@ -499,3 +499,27 @@ def test_a_claim_counts_only_on_the_clock_of_the_boot_that_took_it(hosts, tmp_pa
     assert hosts.on_a("check", "r/carried", "--receipt", str(receipt)).code == 0
     carried = hosts.on_b("check", "r/carried", "--receipt", str(receipt), "--json")
     assert carried.code == 2 and "belongs to the store" in carried.json["error"]["message"]
+
+
+def test_exec_stops_its_command_in_time_when_the_remote_hangs(tmp_path: Path) -> None:
+    """A heartbeat push that gets no answer may not take longer than the claim has left."""
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    hang = tmp_path / "hang"
+    wrapper = tmp_path / "hanging-receive-pack"
+    wrapper.write_text(f'#!/bin/sh\n[ -e "{hang}" ] && sleep 120\nexec git-receive-pack "$@"\n')
+    wrapper.chmod(0o755)
+    git("config", "remote.origin.receivepack", str(wrapper), cwd=a)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "exec", "r/hang", "--ttl", "3s", "--", "sleep", "60"],
+        cwd=a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while run_cli("show", "r/hang", "--json", cwd=a).json["state"] != "active":
+        assert time.monotonic() < deadline, "exec did not acquire"
+    hang.touch()  # from now on every push hangs (the first heartbeat is due after 1 s)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "stopped" in err
+    assert time.monotonic() - started < 20  # not the 60 s a push may take by default
