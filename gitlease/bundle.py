@@ -359,7 +359,6 @@ def show(
     store: Store, bundle_id: str | None = None, *, receipt: str | os.PathLike[str] | None = None
 ) -> tuple[str | None, list[L.Claim]]:
     """The members' current records: from the receipt if there is one, else by bundle id."""
-    store.refresh()
     rec: Receipt | None = None
     if receipt is not None or bundle_id is None:
         rec = load_bundle_receipt(store, bundle_id, receipt)
@@ -369,6 +368,7 @@ def show(
         except GitleaseError:
             rec = None
     if rec is not None:
+        store.refresh()  # (list_claims below fetches by itself)
         now = Now.read()
         by_ref = {s.ref: s for s in store.read_all()}
         claims = [

@@ -43,6 +43,7 @@ from .store import (
     WriteOutcomeUnknown,
     flock_polling,
     open_lock_file,
+    stderr_text,
 )
 
 REMOTE_ENV = "GITLEASE_REMOTE"
@@ -253,7 +254,7 @@ class RemoteStore(Store):
                         "your receipt once it can"
                     ) from None
                 time.sleep(0.5)
-        found = [self._landed(ref, expected, new) for ref, expected, new in planned]
+        found = [self._push_outcome(ref, expected, new) for ref, expected, new in planned]
         if all(f == "landed" for f in found):
             return
         if all(f == "not landed" for f in found):
@@ -267,7 +268,7 @@ class RemoteStore(Store):
             "`gitlease show` with your receipt, then retry"
         )
 
-    def _landed(self, ref: str, expected: str | None, new: str) -> str:
+    def _push_outcome(self, ref: str, expected: str | None, new: str) -> str:
         """Whether ``new`` is in the ref's history at the remote: "landed", "not landed"
         (the history passes from ``expected`` to another record), or "pending" (the ref
         is unchanged: the write may still be applied) or "unknown".
@@ -415,12 +416,13 @@ def _push_statuses(out: bytes) -> dict[str, tuple[str, str]]:
 
 
 def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
+    """The store's wording, plus the two ways a network call can end without git's own."""
     if result is None:
         return "no answer in time"
-    text = result.stderr.decode("utf-8", "replace").strip()
     if result.returncode < 0:
+        text = result.stderr.decode("utf-8", "replace").strip()
         return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")
-    return text or f"git exited {result.returncode}"
+    return stderr_text(result)
 
 
 class Sightings:

@@ -224,6 +224,8 @@ class Store:
         an empty name means none)."""
         location = locate(store, cwd)
         _ensure_exists(location)
+        if remote == "":  # said outright (the commit hook): nothing to look up or import
+            return cls(location)
         from . import remote as remote_mod
 
         chosen = remote_mod.resolve(location, remote)
@@ -289,7 +291,7 @@ class Store:
         if result.returncode != 0:
             if b"missing object" in result.stderr:
                 return self._for_each_ref_slow(pattern)
-            raise StoreError(f"cannot read the store {self.git_dir}: {_stderr(result)}")
+            raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
         snapshots = _parse_for_each_ref(result.stdout)
         if b"ignoring broken ref" in result.stderr:
             snapshots.extend(_broken_refs(result.stderr, pattern))
@@ -299,7 +301,7 @@ class Store:
         """Names and ids first, then each blob: survives a missing object behind a ref."""
         result = self._git("for-each-ref", "--format=%(refname) %(objectname)", pattern)
         if result.returncode != 0:
-            raise StoreError(f"cannot read the store {self.git_dir}: {_stderr(result)}")
+            raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
         snapshots = []
         for line in result.stdout.decode("utf-8", "replace").splitlines():
             ref, _, oid = line.partition(" ")
@@ -659,7 +661,7 @@ def _open_guard(path: Path) -> int:
         raise StoreError(f"cannot open the guard {path}: {exc}") from None
 
 
-def _stderr(result: subprocess.CompletedProcess[bytes]) -> str:
+def stderr_text(result: subprocess.CompletedProcess[bytes]) -> str:
     return result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}"
 
 

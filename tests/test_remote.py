@@ -258,6 +258,17 @@ def _drop_next_push(server: Path, when: str) -> None:
     (server / "push-dropped").unlink(missing_ok=True)
 
 
+def _stall_while(host: Path, key: str, program: str, *, seconds: int) -> Path:
+    """Make ``host``'s origin run ``program`` (over file://) only after ``seconds`` while the
+    returned marker file exists: a slow or hung server, switched on by touching it."""
+    marker = host.parent / f"stall-{key}"
+    wrapper = host.parent / f"stalling-{key}"
+    wrapper.write_text(f'#!/bin/sh\n[ -e "{marker}" ] && sleep {seconds}\nexec {program} "$@"\n')
+    wrapper.chmod(0o755)
+    git("config", f"remote.origin.{key}", str(wrapper), cwd=host)
+    return marker
+
+
 def _was_dropped(server: Path) -> bool:
     return (server / "push-dropped").exists()
 
@@ -443,11 +454,7 @@ def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path
     server = make_server(tmp_path)
     a = make_host(server.as_uri(), tmp_path / "host-a")
     b = make_host(server.as_uri(), tmp_path / "host-b")
-    slow = tmp_path / "slow-fetch"
-    wrapper = tmp_path / "slow-upload-pack"
-    wrapper.write_text(f'#!/bin/sh\n[ -e "{slow}" ] && sleep 5\nexec git-upload-pack "$@"\n')
-    wrapper.chmod(0o755)
-    git("config", "remote.origin.uploadpack", str(wrapper), cwd=a)
+    slow = _stall_while(a, "uploadpack", "git-upload-pack", seconds=5)
     assert run_cli("acquire", "r/rel", "--ttl", "1m", cwd=a).code == 0
     _drop_next_push(server, "committed")
     slow.touch()
@@ -516,11 +523,7 @@ def test_exec_stops_its_command_in_time_when_the_remote_hangs(tmp_path: Path) ->
     """A heartbeat push that gets no answer may not take longer than the claim has left."""
     server = make_server(tmp_path)
     a = make_host(server.as_uri(), tmp_path / "host-a")
-    hang = tmp_path / "hang"
-    wrapper = tmp_path / "hanging-receive-pack"
-    wrapper.write_text(f'#!/bin/sh\n[ -e "{hang}" ] && sleep 120\nexec git-receive-pack "$@"\n')
-    wrapper.chmod(0o755)
-    git("config", "remote.origin.receivepack", str(wrapper), cwd=a)
+    hang = _stall_while(a, "receivepack", "git-receive-pack", seconds=120)
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitlease", "exec", "r/hang", "--ttl", "3s", "--", "sleep", "60"],
