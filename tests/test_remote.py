@@ -537,3 +537,42 @@ def test_exec_stops_its_command_in_time_when_the_remote_hangs(tmp_path: Path) ->
     assert proc.returncode == 4, err
     assert "stopped" in err
     assert time.monotonic() - started < 20  # not the 60 s a push may take by default
+
+
+# ------------------------------------------------------------------ what docs/remote.md says
+
+
+def test_exec_gives_its_command_the_remote_it_was_given(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    git("config", "--unset", "gitlease.remote", cwd=a)  # only --remote names it
+    relative = os.path.relpath(server, a)
+    where = run_cli("where", "--remote", relative, "--json", cwd=a).json
+    assert where["remote"] == str(server)  # a path is made absolute
+    script = 'echo "remote=$GITLEASE_REMOTE"; gitlease check r/env'
+    out = run_cli("exec", "--remote", relative, "r/env", "--", "sh", "-c", script, cwd=a,
+                  env=_path_env())  # fmt: skip
+    assert out.code == 0, out
+    assert f"remote={server}" in out.out
+    assert "refs/worklease/r/env.lease" in remote_refs(server)
+
+
+def test_an_unparseable_record_is_not_repaired_through_a_remote(hosts) -> None:
+    ref = "refs/worklease/r/garbage.lease"
+    git("update-ref", ref, _write_blob(hosts.server, "not a record\n"), cwd=hosts.server)
+    before = remote_refs(hosts.server)[ref]
+    out = hosts.on_b("verify", "--repair", "--json")
+    assert out.code == 7 and "cannot be repaired through a remote" in out.out, out
+    assert remote_refs(hosts.server)[ref] == before
+
+
+def test_push_refusals_are_told_apart_per_ref() -> None:
+    from gitlease.remote import _rejection
+
+    assert _rejection([]) is None
+    assert _rejection(["stale info", "atomic push failed"]) == "race"
+    assert _rejection(["atomic transaction failed", "atomic transaction failed"]) == "race"
+    assert _rejection(["hook declined", "atomic push failure"]) == "policy"
+    assert _rejection(["deny updating a hidden ref"]) == "policy"
+    assert _rejection(["remote failed to report status", "stale info"]) == "unknown"
+    assert _rejection(["atomic push failed"]) == "race"  # only siblings: nothing was written
