@@ -21,9 +21,9 @@ def worker(repo: str, resources: list[str], seconds: float, out) -> None:
     os.chdir(repo)
     from gitlease import lease
     from gitlease.errors import GitleaseError
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
-    store = Store.open()
+    store = open_store()
     counts: Counter[str] = Counter()
     deadline = time.monotonic() + seconds
     i = 0

@@ -24,10 +24,10 @@ def main() -> None:
     from filelock import SoftFileLease  # type: ignore[attr-defined]
 
     import gitlease
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
     repo = make_repo()
-    store = Store.open(repo)
+    store = open_store(repo)
     counter = itertools.count()
 
     def gitlease_cycle() -> None:

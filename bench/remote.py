@@ -53,10 +53,10 @@ def clone(url: str, path: Path) -> Path:
 
 def open_in(path: Path, remote: str) -> object:
     """The store of the clone at ``path``, with its receipts in that clone (as an agent there)."""
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
     os.chdir(path)
-    return Store.open(remote=remote)
+    return open_store(remote=remote)
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=60)
     n = parser.parse_args().repeat
 
-    from gitlease import lease
+    from gitlease import lease, reads
 
     seed = make_repo()
     base = seed.parent
@@ -89,7 +89,7 @@ def main() -> None:
                     if op == "acquire":
                         lease.acquire(store, resource, ttl="5m", bind=False)
                     elif op == "show":
-                        lease.show(store, resource)
+                        reads.show(store, resource)
                     else:
                         getattr(lease, op)(store, resource)
                     if i:

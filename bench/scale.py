@@ -21,9 +21,9 @@ from common import ENV, GITLEASE, make_repo, report, run_process, time_it
 def populate(repo: Path, count: int) -> None:
     """Write `count` active claims quickly through the library (one process)."""
     import gitlease
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
-    store = Store.open(repo)
+    store = open_store(repo)
     for i in range(count):
         gitlease.acquire(store, f"scale/{i}", ttl="2h", bind=False)
 

@@ -4,23 +4,26 @@ The library is the product; the CLI is a thin layer over it::
 
     import gitlease
 
-    store = gitlease.open_store()            # the repository around the current directory
+    store = gitlease.open_store()            # the store of the repository here
     with gitlease.acquire_lease(store, "github/acme/api/42", ttl="10m") as lease:
         ...                                   # heartbeats run in a background thread
         lease.check(min_remaining="1m")       # re-check before each durable write
     # released on exit
 
 Names are loaded lazily so that ``import gitlease`` stays cheap (the commit hook
-imports parts of this package on every commit).
+imports parts of this package on every commit); the ``TYPE_CHECKING`` block
+below shows type checkers and editors the same names. See
+docs/reference/python-api.md.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AmbiguousError,
+    CompareAndSwapFailed,
     CorruptRecordError,
     GitleaseError,
     HeldError,
@@ -29,36 +32,65 @@ from .errors import (
     ReceiptError,
     StoreError,
     UsageError,
+    WriteOutcomeUnknown,
 )
+
+if TYPE_CHECKING:
+    from . import bundle as bundle
+    from .claim import Claim as Claim
+    from .guarded import replace_file as replace_file
+    from .guarded import run_guarded as run_guarded
+    from .handle import Lease as Lease
+    from .handle import acquire_lease as acquire_lease
+    from .lease import Acquired as Acquired
+    from .lease import acquire as acquire
+    from .lease import bind as bind
+    from .lease import check as check
+    from .lease import heartbeat as heartbeat
+    from .lease import release as release
+    from .lease import unbind as unbind
+    from .location import open_store as open_store
+    from .maintenance import prune as prune
+    from .maintenance import verify as verify
+    from .providers import canonical_key as canonical_key
+    from .reads import free as free
+    from .reads import list_claims as list_claims
+    from .reads import log as log
+    from .reads import show as show
+    from .remote import RemoteStore as RemoteStore
+    from .store import Store as Store
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Store": "store",
-    "Claim": "lease",
-    "Lease": "lease",
+    "RemoteStore": "remote",
+    "open_store": "location",
+    "Claim": "claim",
+    "Lease": "handle",
+    "acquire_lease": "handle",
     "Acquired": "lease",
     "acquire": "lease",
-    "acquire_lease": "lease",
     "heartbeat": "lease",
     "release": "lease",
     "check": "lease",
-    "show": "lease",
-    "list_claims": "lease",
-    "free": "lease",
-    "log": "lease",
     "bind": "lease",
     "unbind": "lease",
+    "show": "reads",
+    "list_claims": "reads",
+    "free": "reads",
+    "log": "reads",
     "bundle": "bundle",
     "canonical_key": "providers",
-    "run_guarded": "guard",
-    "replace_file": "guard",
+    "run_guarded": "guarded",
+    "replace_file": "guarded",
     "verify": "maintenance",
     "prune": "maintenance",
 }
 
 __all__ = [
     "AmbiguousError",
+    "CompareAndSwapFailed",
     "CorruptRecordError",
     "GitleaseError",
     "HeldError",
@@ -67,17 +99,9 @@ __all__ = [
     "ReceiptError",
     "StoreError",
     "UsageError",
-    "open_store",
+    "WriteOutcomeUnknown",
     *_LAZY,
 ]
-
-
-def open_store(path: str | None = None, *, remote: str | None = None) -> Any:
-    """The store at ``path``, or as chosen by ``GITLEASE_STORE`` / the repository here;
-    coordinated through the git ``remote`` (or ``GITLEASE_REMOTE``, ``gitlease.remote``)."""
-    from .store import Store
-
-    return Store.open(path, remote=remote)
 
 
 def __getattr__(name: str) -> Any:

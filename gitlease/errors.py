@@ -1,4 +1,4 @@
-"""One exception hierarchy; every class carries its exit code (SPEC §4).
+"""One exception hierarchy; every class carries its exit code (docs/reference/exit-codes.md).
 
 The CLI maps an exception to an exit code and a JSON error document through
 ``exit_code`` and ``code`` alone, so this module is the only place that decides
@@ -8,8 +8,6 @@ which failure means what to a caller.
 from __future__ import annotations
 
 from typing import Any
-
-OK = 0
 
 
 class GitleaseError(Exception):
@@ -41,6 +39,13 @@ class HeldError(GitleaseError):
     code = "HELD"
     exit_code = 3
 
+    def __init__(
+        self, message: str, *, claim: dict[str, Any] | None = None, holder: object = None
+    ) -> None:
+        super().__init__(message, claim=claim)
+        #: The holder's :class:`~gitlease.claim.Claim` when it is known (``--wait`` shows it).
+        self.holder = holder
+
 
 class LostError(GitleaseError):
     """The caller does not (or no longer) hold the claim: stop mutating, re-acquire."""
@@ -60,6 +65,18 @@ class AmbiguousError(GitleaseError):
     exit_code = 5
 
 
+class CompareAndSwapFailed(AmbiguousError):
+    """The ref no longer held the record the caller decided on: nothing was written.
+
+    Callers decide again from a fresh read; it reaches a user (exit 5) only when
+    the ref keeps moving for every retry.
+    """
+
+
+class WriteOutcomeUnknown(AmbiguousError):
+    """A write was interrupted and may or may not have landed (a dropped push)."""
+
+
 class PreconditionError(GitleaseError):
     """``replace-file``: the file's content is not what the caller expected."""
 
@@ -76,15 +93,3 @@ class StoreError(GitleaseError, OSError):
 
 class CorruptRecordError(StoreError):
     """A record that does not parse or verify, or a ref that is not a blob."""
-
-
-EXIT_NAMES = {
-    OK: "OK",
-    GitleaseError.exit_code: GitleaseError.code,
-    UsageError.exit_code: UsageError.code,
-    HeldError.exit_code: HeldError.code,
-    LostError.exit_code: LostError.code,
-    AmbiguousError.exit_code: AmbiguousError.code,
-    PreconditionError.exit_code: PreconditionError.code,
-    StoreError.exit_code: StoreError.code,
-}

@@ -1,4 +1,6 @@
-"""The commit check run by the git hooks: refuse a commit without a live claim (SPEC §7).
+"""The commit check run by the git hooks: refuse a commit without a live claim.
+
+See docs/howto/pre-commit.md and docs/concepts.md (hooks).
 
 It runs on every commit, so it stays lean: no pygit2, no click. It reads this
 worktree's bindings with plain file reads, each bound record with one
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 from . import receipts as receipts_mod
-from .errors import GitleaseError
+from .errors import GitleaseError, ReceiptError
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
@@ -26,7 +28,7 @@ ADVICE = (
 
 def problems(cwd: Path | None = None) -> list[str]:
     """Why a commit from this worktree must be refused (empty: it may proceed)."""
-    from .store import Store, find_git_dir
+    from .location import find_git_dir, open_store
 
     found = find_git_dir(cwd or Path.cwd())
     if found is None:
@@ -43,10 +45,10 @@ def problems(cwd: Path | None = None) -> list[str]:
     try:
         # A remote store's mirror, read without the network: the bound claims are this
         # host's own, judged on its own clock, and each write of theirs updated the mirror.
-        store = Store.open(cwd=cwd, remote="")
+        store = open_store(cwd=cwd, remote="")
     except GitleaseError as exc:
         return [f"the claim store cannot be read ({exc}); refusing to commit (fail closed)"]
-    from .lease import check_many
+    from .core import check_claims
 
     out = []
     for binding in bound:
@@ -57,11 +59,11 @@ def problems(cwd: Path | None = None) -> list[str]:
             receipt = receipts_mod.read(Path(binding.receipt))
             claim_ref = receipt.claim_for(binding.resource)
             if claim_ref is None or claim_ref.claim_id != binding.claim_id:
-                raise receipts_mod.ReceiptError(
+                raise ReceiptError(
                     f"receipt {binding.receipt} does not hold claim {binding.claim_id} on "
                     f"{binding.resource}"
                 )
-            check_many(store, receipt, [claim_ref], 0)
+            check_claims(store, receipt, [claim_ref], 0)
         except GitleaseError as exc:
             out.append(f"{binding.resource} (claim {binding.claim_id}): {exc}")
     return out

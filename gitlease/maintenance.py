@@ -13,20 +13,24 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from . import lease as L
 from . import receipts as receipts_mod
+from ._files import is_stale, lock_age, mtime
+from ._gitread import Snapshot
+from .claim import Claim, is_expired, judge
 from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
-from .errors import GitleaseError, UsageError
+from .errors import CompareAndSwapFailed, GitleaseError
+from .ownership import receipt_dir
 from .record import RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from .refname import PREFIX, decode
-from .store import STALE_LOCK_SECONDS, CompareAndSwapFailed, Snapshot, Store
+from .store import Store
 
 
 @dataclass
 class Problem:
+    """One thing ``verify`` found wrong, and whether ``--repair`` fixed it."""
+
     #: invalid-record, bad-ref-name, illegal-transition, stale-lock, orphan-receipt, partial-bundle
     kind: str
     ref: str
@@ -35,19 +39,24 @@ class Problem:
     repaired: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """The problem as a JSON object."""
         return dict(self.__dict__)
 
 
 @dataclass
 class Report:
+    """What ``verify`` checked and found."""
+
     checked: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """True when nothing is wrong (or everything found was repaired)."""
         return all(p.repaired for p in self.problems)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as ``verify --json`` prints it."""
         return {
             "ok": self.ok,
             "checked": self.checked,
@@ -62,7 +71,7 @@ def verify(store: Store, *, repair: bool = False) -> Report:
     now = Now.read()
     snapshots = store.read_all()
     report.checked = len(snapshots)
-    current: dict[str, L.Claim] = {}
+    current: dict[str, Claim] = {}
     for snap in snapshots:
         try:
             resource = decode(snap.ref)
@@ -71,7 +80,7 @@ def verify(store: Store, *, repair: bool = False) -> Report:
                 Problem("bad-ref-name", snap.ref, f"{snap.ref} is not a ref gitlease writes")
             )
             continue
-        claim = L.describe(snap, now, resource)
+        claim = judge(snap, now, resource)
         current[snap.ref] = claim
         if claim.state == "invalid":
             problem = Problem("invalid-record", snap.ref, claim.problem or "invalid", resource)
@@ -86,7 +95,7 @@ def verify(store: Store, *, repair: bool = False) -> Report:
     return report
 
 
-def _illegal_transitions(store: Store, claim: L.Claim) -> list[str]:
+def _illegal_transitions(store: Store, claim: Claim) -> list[str]:
     """Walk back along the chain: every step must be an acquire, a renewal or a release."""
     problems: list[str] = []
     record = claim.record
@@ -141,13 +150,11 @@ def _repair_record(store: Store, snap: Snapshot, resource: str, problem: Problem
     except GitleaseError:
         suspect = None
     now = Now.read()
-    if suspect is None and store.remote is not None:
-        problem.message += (
-            "; cannot be repaired through a remote (its revision is unknown, and this host may "
-            "not have seen every earlier one): fix or delete the ref at the remote by hand"
-        )
+    refusal = store.repair_refusal(parsed=suspect is not None)
+    if refusal is not None:
+        problem.message += f"; {refusal}"
         return
-    live = not L.is_expired(suspect, now, snap.first_seen_ms) if suspect is not None else False
+    live = not is_expired(suspect, now, snap.first_seen_ms) if suspect is not None else False
     if suspect is not None and suspect.state != RELEASED and live:
         problem.message += f"; left alone until {suspect.expires_at} (it may describe a live claim)"
         return
@@ -213,18 +220,15 @@ def _max_revision_in_reflog(store: Store, ref: str) -> int:
 
 
 def _stale_locks(store: Store, repair: bool) -> list[Problem]:
-    problems = []
+    problems: list[Problem] = []
     base = store.git_dir / PREFIX
     if not base.exists():
         return problems
     for path in base.rglob("*.lock"):
         ref = str(path.relative_to(store.git_dir))[: -len(".lock")]
-        try:
-            age = time.time() - path.stat().st_mtime
-        except FileNotFoundError:
-            continue
-        if -1.0 <= age <= STALE_LOCK_SECONDS:
-            continue  # young: a write in progress
+        age = lock_age(path)
+        if age is None or not is_stale(age):
+            continue  # gone, or young: a write in progress
         when = f"{age:.0f}s old" if age > 0 else "dated in the future (the clock went back)"
         problem = Problem("stale-lock", ref, f"{path} is {when}")
         if repair:
@@ -240,11 +244,11 @@ def _stale_locks(store: Store, repair: bool) -> list[Problem]:
 
 
 def _orphan_receipts(
-    store: Store, current: dict[str, L.Claim], now: Now, repair: bool
+    store: Store, current: dict[str, Claim], now: Now, repair: bool
 ) -> list[Problem]:
     """Receipts here whose claim is not the current one: they can never prove anything again."""
-    directory = L.receipt_dir(store)
-    problems = []
+    directory = receipt_dir(store)
+    problems: list[Problem] = []
     try:
         names = sorted(os.listdir(directory))
     except FileNotFoundError:
@@ -274,7 +278,7 @@ def _orphan_receipts(
             continue
         if live:
             continue
-        young = time.time() - _mtime(path) < 60  # an acquire may be in flight
+        young = time.time() - mtime(path) < 60  # an acquire may be in flight
         if rec.token and young:
             continue
         problem = Problem(
@@ -290,15 +294,8 @@ def _orphan_receipts(
     return problems
 
 
-def _is_current(claim: L.Claim | None, claim_id: str) -> bool:
+def _is_current(claim: Claim | None, claim_id: str) -> bool:
     return claim is not None and claim.record is not None and claim.record.claim_id == claim_id
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 def prune(store: Store, *, older_than: str | int = "7d") -> list[str]:
@@ -309,14 +306,11 @@ def prune(store: Store, *, older_than: str | int = "7d") -> list[str]:
     next acquire continues from it.
     """
     limit_ms = parse_duration_ms(older_than, name="--older-than")
-    if store.remote is not None:
-        from .remote import PRUNE_REFUSED
-
-        raise UsageError(PRUNE_REFUSED)
+    store.ensure_prunable()
     now = Now.read()
     dropped = []
     for snap in store.read_all():
-        claim = L.describe(snap, now)
+        claim = judge(snap, now)
         record = claim.record
         if claim.state != "released" or record is None or record.released_at is None:
             continue

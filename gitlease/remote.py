@@ -1,4 +1,4 @@
-"""A store whose coordinator is a git remote, for agents on several hosts (SPEC §11).
+"""A store whose coordinator is a git remote, for agents on several hosts (docs/remote.md).
 
 The local repository keeps what is local to this host: the record blobs it
 writes, a *mirror* of the remote's ``refs/worklease/*`` (what ``git
@@ -14,40 +14,37 @@ is the compare-and-swap. Reads first fetch ``refs/worklease/*`` into the mirror.
 Expiry cannot trust another host's clocks, so a record written by another host
 (another boot id) is judged by *sightings*: this host remembers, on its own boot
 clock, when it first saw each record, and counts the record as expired once it
-has seen it unchanged for a whole TTL (see :func:`gitlease.lease.observed_lifetime_ms`).
+has seen it unchanged for a whole TTL (see :func:`gitlease.claim.observed_lifetime_ms`).
 The holder's TTL started before the record was visible to anyone, so the holder's
 own clock always runs out first.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ._files import flocked, is_stale, lock_age
+from ._gitread import Snapshot, stderr_text
 from .clock import Now
-from .errors import GitleaseError, StoreError, UsageError
-from .refname import PREFIX
-from .store import (
-    BROKEN_FOR_TESTS,
-    STALE_LOCK_SECONDS,
+from .errors import (
     CompareAndSwapFailed,
-    Location,
-    Snapshot,
-    Store,
+    GitleaseError,
+    StoreError,
+    UsageError,
     WriteOutcomeUnknown,
-    flock_polling,
-    open_lock_file,
-    stderr_text,
 )
+from .refname import PREFIX
+from .sightings import Sightings
+from .store import BROKEN_FOR_TESTS, Store
 
-REMOTE_ENV = "GITLEASE_REMOTE"
-CONFIG_KEY = "gitlease.remote"
+if TYPE_CHECKING:
+    from .location import Location
+
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
@@ -72,51 +69,6 @@ _NO_CONTACT = (
     "unable to access",  # http(s), the first request
     "Could not resolve host",
 )
-_MIRROR = threading.local()  # the stores whose mirror lock this thread holds
-
-
-def resolve(location: Location, explicit: str | None) -> tuple[str, str] | None:
-    """(remote, why) for ``--remote``, ``GITLEASE_REMOTE`` or ``git config gitlease.remote``.
-
-    An empty value turns the remote off (``--remote ''`` over a configured one).
-    """
-    if explicit is not None:
-        chosen = (explicit, "--remote")
-    elif os.environ.get(REMOTE_ENV) is not None:
-        chosen = (os.environ[REMOTE_ENV], REMOTE_ENV)
-    else:
-        chosen = (_configured_remote(location.git_dir), f"git config {CONFIG_KEY}")
-    if not chosen[0]:
-        return None
-    if chosen[0].startswith("-"):  # it is passed to git fetch and git push as an argument
-        raise UsageError(f"bad remote {chosen[0]!r} (from {chosen[1]}): it cannot start with -")
-    return _absolute_if_path(chosen[0]), chosen[1]
-
-
-def _configured_remote(git_dir: Path) -> str:
-    """``git config gitlease.remote`` as git resolves it (every file, includes, environment).
-
-    Always asked (a few milliseconds): a store that missed its remote would decide
-    alone, and judge other hosts' records by the rules of a single host.
-    """
-    try:
-        result = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "config", "--get", CONFIG_KEY],
-            capture_output=True,
-            text=True,
-        )
-    except OSError as exc:
-        raise StoreError(f"cannot run git: {exc}") from None
-    if result.returncode not in (0, 1):  # 1: not set
-        raise StoreError(f"cannot read git config {CONFIG_KEY}: {result.stderr.strip()}")
-    return result.stdout.strip()
-
-
-def _absolute_if_path(remote: str) -> str:
-    """A relative path names the same repository for every process (``exec``'s command too)."""
-    if "://" in remote or os.path.isabs(remote) or not os.path.exists(remote):
-        return remote
-    return os.path.abspath(remote)
 
 
 def redact(remote: str) -> str:
@@ -133,6 +85,8 @@ def redact(remote: str) -> str:
 
 class RemoteStore(Store):
     """The local store as this host's mirror and workspace; the remote as the coordinator."""
+
+    remote: str
 
     def __init__(self, location: Location, remote: str, reason: str) -> None:
         super().__init__(location)
@@ -188,9 +142,11 @@ class RemoteStore(Store):
                 raise StoreError(f"cannot fetch claims from the remote {self.shown}: {why}")
 
     def read(self, ref: str) -> Snapshot:
+        """The mirror's value of ``ref``, stamped with when this host first saw it."""
         return self.sightings.stamp([super().read(ref)], Now.read(), complete=False)[0]
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
+        """Every mirrored ref under ``prefix``, stamped with first sightings."""
         snaps = super().read_all(prefix)
         return self.sightings.stamp(snaps, Now.read(), complete=prefix == PREFIX)
 
@@ -213,7 +169,39 @@ class RemoteStore(Store):
         return [new for _, _, new in planned]
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
+        """Never: deleting a ref here would delete only this host's mirror of it."""
+        self.ensure_prunable()
+
+    # ------------------------------------------------------ what differs for callers
+
+    def recheck_refusal(self) -> bool:
+        """The mirror may be behind the remote: refuse only on a fresh look. (A write from
+        a stale look is safe anyway: the push's lease refuses it.)"""
+        self.refresh()
+        return True
+
+    def outcome_readable(self, error: BaseException) -> bool:
+        """A refused push (or a store error) left the mirror as the remote has it; an
+        interrupted one did not, and only settling with ``show`` can tell."""
+        return isinstance(error, (CompareAndSwapFailed, StoreError))
+
+    def child_env(self) -> dict[str, str]:
+        """The command's own gitlease calls use the same coordinator."""
+        return {"GITLEASE_REMOTE": self.remote}
+
+    def ensure_prunable(self) -> None:
+        """The tombstones are what keep revisions increasing for every host."""
         raise UsageError(PRUNE_REFUSED)
+
+    def repair_refusal(self, *, parsed: bool) -> str | None:
+        """An unparseable record's revision is unknown, and this host may not have seen
+        every earlier one: a tombstone written from here could reuse a revision."""
+        if parsed:
+            return None
+        return (
+            "cannot be repaired through a remote (its revision is unknown, and this host may "
+            "not have seen every earlier one): fix or delete the ref at the remote by hand"
+        )
 
     def _push(self, args: list[str], planned: list[tuple[str, str | None, str]]) -> None:
         result = self._network(*args)
@@ -346,22 +334,13 @@ class RemoteStore(Store):
     @contextmanager
     def _mirror_lock(self) -> Iterator[None]:
         """One writer of the mirror at a time on this host (fetches and post-push updates)."""
-        held: set[str] = _MIRROR.__dict__.setdefault("held", set())
-        if str(self.git_dir) in held:
-            yield
-            return
         path = self.git_dir / "worklease" / "mirror.lock"
-        fd = open_lock_file(path)
-        try:
-            if not flock_polling(
-                fd, time.monotonic() + self._seconds_left(NETWORK_TIMEOUT_SECONDS + 5)
-            ):
-                raise StoreError(f"{path} stayed locked: is a fetch hung?")
-            held.add(str(self.git_dir))
+
+        def busy() -> StoreError:
+            return StoreError(f"{path} stayed locked: is a fetch hung?")
+
+        with flocked(path, wait=self._seconds_left(NETWORK_TIMEOUT_SECONDS + 5), busy=busy):
             yield
-        finally:
-            held.discard(str(self.git_dir))
-            os.close(fd)
 
     def _clear_stale_mirror_locks(self) -> None:
         """Under the mirror lock: lock files of the mirror's refs left by a killed fetch.
@@ -370,9 +349,9 @@ class RemoteStore(Store):
         """
         root = self.git_dir / PREFIX.rstrip("/")
         for lock in root.rglob("*.lock") if root.is_dir() else []:
-            with suppress(OSError):
-                age = time.time() - lock.stat().st_mtime
-                if age > STALE_LOCK_SECONDS or age < -1.0:
+            age = lock_age(lock)
+            if age is not None and is_stale(age):
+                with suppress(OSError):
                     lock.unlink()
 
 
@@ -423,78 +402,3 @@ def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
         text = result.stderr.decode("utf-8", "replace").strip()
         return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")
     return stderr_text(result)
-
-
-class Sightings:
-    """When this host first saw each record, on its own boot clock (``first_seen_ms``).
-
-    One small text file per store (``ref oid boot first_seen_ms`` a line), changed
-    under an ``flock`` and replaced atomically. Losing it only makes this host
-    wait a whole TTL again before taking over another host's record.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def stamp(self, snaps: list[Snapshot], now: Now, *, complete: bool) -> list[Snapshot]:
-        """The snapshots with ``first_seen_ms``; remember new sightings (and, when the list
-        is ``complete``, forget refs that are gone)."""
-        if not any(s.oid for s in snaps) and not complete:
-            return snaps
-        with self._locked():
-            known = self._load()
-            changed = False
-            out = []
-            for snap in snaps:
-                if snap.oid is None:
-                    changed |= known.pop(snap.ref, None) is not None
-                    out.append(snap)
-                    continue
-                entry = known.get(snap.ref)
-                if entry is None or entry[0] != snap.oid or entry[1] != now.boot:
-                    entry = (snap.oid, now.boot, now.boot_ms)
-                    known[snap.ref] = entry
-                    changed = True
-                out.append(snap.replace(first_seen_ms=entry[2]))
-            if complete:
-                present = {s.ref for s in snaps}
-                for ref in [r for r in known if r not in present]:
-                    del known[ref]
-                    changed = True
-            if changed:
-                self._save(known)
-        return out
-
-    def _load(self) -> dict[str, tuple[str, str, int]]:
-        known = {}
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror}") from None
-        for line in text.splitlines():
-            parts = line.split(" ")
-            if len(parts) == 4 and parts[3].lstrip("-").isdigit():
-                known[parts[0]] = (parts[1], parts[2], int(parts[3]))
-        return known
-
-    def _save(self, known: dict[str, tuple[str, str, int]]) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.writelines(f"{ref} {oid} {boot} {ms}\n" for ref, (oid, boot, ms) in known.items())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            with suppress(OSError):
-                tmp.unlink()
-            raise StoreError(f"cannot write {self.path}: {exc.strerror}") from None
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        fd = open_lock_file(self.path.with_name(self.path.name + ".lock"))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)

@@ -3,201 +3,59 @@
 Two ways in, one store:
 
 * Reads that only look (``show``, ``list``, ``free``, the commit hook) use one
-  ``git for-each-ref`` call and never import pygit2, which costs more than the
-  whole read (SPEC §10).
+  ``git`` call and never import pygit2, which costs more than the whole read
+  (docs/performance.md).
 * Writes open the repository with pygit2 and change a ref only through
-  :meth:`Store.compare_and_swap`: lock the ref, re-read it while holding the
-  lock, compare with what the caller observed, set, commit.
+  :meth:`Store.compare_and_swap_many`: lock the refs, re-read them while holding
+  the locks, compare with what the caller observed, set, commit.
 
-Around every write sits the resource's *guard*, an ``flock`` on a small file
-in ``<store>/worklease/guards/``. The kernel drops it when its process dies, so
-a ``<ref>.lock`` file found while holding the guard was left by a process that
-is gone (or by a plain git command, which holds a ref lock for milliseconds):
-such a lock older than :data:`STALE_LOCK_SECONDS` is removed.
+Around every write sits the resource's guard (:mod:`gitlease.guards`). A
+``<ref>.lock`` file found while holding the guard was left by a process that is
+gone (or by a plain git command, which holds a ref lock for milliseconds): such
+a lock older than :data:`~gitlease._files.STALE_LOCK_SECONDS` is removed.
+
+:class:`Store` is the store on this host; :class:`~gitlease.remote.RemoteStore`
+overrides the methods whose behaviour differs when a git remote coordinates it.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import os
-import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from .errors import AmbiguousError, CorruptRecordError, HeldError, StoreError
+from . import guards
+from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
+from ._gitread import (
+    UNREADABLE_OID,
+    Snapshot,
+    broken_refs,
+    packed_refs_problem,
+    parse_for_each_ref,
+    stderr_text,
+)
+from .errors import (
+    AmbiguousError,
+    CompareAndSwapFailed,
+    CorruptRecordError,
+    StoreError,
+)
 from .refname import PREFIX
-from .value import Value
 
-STALE_LOCK_SECONDS = 3.0
-GUARD_WAIT_SECONDS = 2.0
-GUARD_ENV = "GITLEASE_GUARD"
+if TYPE_CHECKING:
+    from .location import Location
+
+#: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
+UNREADABLE_OID = UNREADABLE_OID
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
-_HELD = threading.local()  # guards this thread holds: taking one again is a no-op
-_PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
-_PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
 BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
-
-
-class Snapshot(Value):
-    """What a ref held when it was read: its object id and the blob's bytes."""
-
-    __slots__ = ("ref", "oid", "data", "problem", "first_seen_ms")
-    _defaults: ClassVar[dict[str, Any]] = {"problem": None, "first_seen_ms": None}
-    ref: str
-    oid: str | None  # None: the ref does not exist
-    data: bytes | None  # None: absent ref
-    problem: str | None  # set when the ref exists but cannot be read as a blob
-    #: Remote stores only: when this host first saw this object id at this ref (boot clock).
-    first_seen_ms: int | None
-
-
-class CompareAndSwapFailed(AmbiguousError):
-    """The ref no longer held the record the caller decided on: nothing was written."""
-
-
-class WriteOutcomeUnknown(AmbiguousError):
-    """A write was interrupted and may or may not have landed (a dropped push)."""
-
-
-class Location(Value):
-    """Where a store is and why it was chosen (``gitlease where``)."""
-
-    __slots__ = ("git_dir", "reason", "worktree_git_dir", "worktree")
-    git_dir: Path  # the store repository's common git dir
-    reason: str
-    worktree_git_dir: Path | None  # the private git dir of the current worktree, if any
-    worktree: Path | None  # the current worktree's top directory, if any
-
-
-def state_home() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return Path(base) / "gitlease"
-
-
-def find_git_dir(start: Path) -> tuple[Path, Path | None] | None:
-    """(git dir, worktree top) of the repository around ``start``, without running git."""
-    env_dir = os.environ.get("GIT_DIR")
-    if env_dir:
-        git_dir = Path(env_dir)
-        if not git_dir.is_absolute():
-            git_dir = Path.cwd() / git_dir
-        top = os.environ.get("GIT_WORK_TREE")
-        return git_dir.resolve(), Path(top).resolve() if top else _worktree_of(git_dir.resolve())
-    current = start.resolve()
-    while True:
-        dot_git = current / ".git"
-        if dot_git.is_dir():
-            return dot_git, current
-        if dot_git.is_file():
-            target = _read_gitfile(dot_git)
-            if target is not None:
-                return target, current
-        if _looks_like_git_dir(current):
-            return current, None
-        if current.parent == current:
-            return None
-        current = current.parent
-
-
-def _worktree_of(git_dir: Path) -> Path | None:
-    if git_dir.name == ".git":
-        return git_dir.parent
-    gitdir_file = git_dir / "gitdir"  # linked worktree: points at <worktree>/.git
-    try:
-        return Path(gitdir_file.read_text().strip()).parent
-    except OSError:
-        return None
-
-
-def _read_gitfile(path: Path) -> Path | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    target = Path(text[len("gitdir:") :].strip())
-    return (path.parent / target).resolve() if not target.is_absolute() else target
-
-
-def _looks_like_git_dir(path: Path) -> bool:
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
-
-
-def common_dir(git_dir: Path) -> Path:
-    """The common dir shared by every linked worktree of the repository."""
-    env = os.environ.get("GIT_COMMON_DIR")
-    if env:
-        return Path(env).resolve()
-    try:
-        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return git_dir
-    target = Path(text)
-    return (git_dir / target).resolve() if not target.is_absolute() else target
-
-
-def locate(store: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Location:
-    """Choose the store: ``--store``, ``GITLEASE_STORE``, the enclosing repository, or per-user."""
-    if cwd is None:
-        try:
-            cwd = Path.cwd()
-        except FileNotFoundError:
-            raise StoreError(
-                "the current directory no longer exists (was the worktree removed?)"
-            ) from None
-    found = find_git_dir(cwd)
-    worktree_git_dir, worktree = found if found else (None, None)
-    if store is not None:
-        return _explicit(Path(store), "--store", worktree_git_dir, worktree)
-    env = os.environ.get("GITLEASE_STORE")
-    if env:
-        return _explicit(Path(env), "GITLEASE_STORE", worktree_git_dir, worktree)
-    if found:
-        git_dir = common_dir(found[0])
-        return Location(git_dir, "the git common dir of the repository here", found[0], found[1])
-    path = state_home() / "store.git"
-    return Location(path, "per-user store (no git repository here)", None, None)
-
-
-def _explicit(path: Path, why: str, wt_git_dir: Path | None, worktree: Path | None) -> Location:
-    path = path.expanduser().resolve()
-    if (path / ".git").exists():
-        found = find_git_dir(path)
-        assert found is not None
-        path = common_dir(found[0])
-    elif _looks_like_git_dir(path):
-        path = common_dir(path)
-    return Location(path, f"chosen by {why}", wt_git_dir, worktree)
-
-
-def _ensure_exists(location: Location) -> None:
-    if _looks_like_git_dir(location.git_dir):
-        return
-    if location.reason.startswith("per-user"):
-        _init_bare(location.git_dir)
-        return
-    raise StoreError(f"store {location.git_dir} is missing or is not a git repository")
-
-
-def _init_bare(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    result = subprocess.run(
-        ["git", "init", "--bare", "--quiet", str(path)], capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        raise StoreError(f"cannot create the per-user store {path}: {result.stderr.strip()}")
 
 
 class Store:
@@ -211,28 +69,6 @@ class Store:
         self.git_dir = location.git_dir
         self._repo: Any = None
 
-    @classmethod
-    def open(
-        cls,
-        store: str | os.PathLike[str] | None = None,
-        cwd: Path | None = None,
-        *,
-        remote: str | None = None,
-    ) -> Store:
-        """The store chosen by :func:`locate`; a :class:`~gitlease.remote.RemoteStore` when a
-        remote is named (``remote``, ``GITLEASE_REMOTE``, ``git config gitlease.remote``;
-        an empty name means none)."""
-        location = locate(store, cwd)
-        _ensure_exists(location)
-        if remote == "":  # said outright (the commit hook): nothing to look up or import
-            return cls(location)
-        from . import remote as remote_mod
-
-        chosen = remote_mod.resolve(location, remote)
-        if chosen is not None:
-            return remote_mod.RemoteStore(location, *chosen)
-        return cls(location)
-
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
 
@@ -240,6 +76,37 @@ class Store:
     def within(self, seconds: float) -> Iterator[None]:
         """Network calls made inside end within ``seconds`` (a remote store; here: none)."""
         yield
+
+    def recheck_refusal(self) -> bool:
+        """Before refusing from what this store last read: bring it up to date if it can be
+        behind, and say whether it did (then the caller judges again). Here the refs are
+        the truth itself: False."""
+        return False
+
+    def outcome_readable(self, error: BaseException) -> bool:
+        """Whether what landed of a write that raised ``error`` can be read from the refs now.
+        Here it always can: the transaction either committed or it did not."""
+        return True
+
+    def child_env(self) -> dict[str, str]:
+        """Environment for a command run under a claim, so its own gitlease calls reach this
+        store the same way (a remote store names its remote; here: nothing to add)."""
+        return {}
+
+    def ensure_prunable(self) -> None:
+        """Refuse ``prune`` where its revision floors could not keep revisions increasing."""
+
+    def repair_refusal(self, *, parsed: bool) -> str | None:
+        """Why ``verify --repair`` must leave a bad record alone here, or None.
+
+        ``parsed``: whether the record still parses (its revision is known).
+        """
+        return None
+
+    def prepare_write(self) -> None:
+        """Open the repository with pygit2 before a decision that leads to a write, so the
+        reads under the guard see exactly what the transaction will lock."""
+        self.repo  # noqa: B018 - the property opens it
 
     # ----------------------------------------------------------------- reads
 
@@ -292,9 +159,9 @@ class Store:
             if b"missing object" in result.stderr:
                 return self._for_each_ref_slow(pattern)
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
-        snapshots = _parse_for_each_ref(result.stdout)
+        snapshots = parse_for_each_ref(result.stdout)
         if b"ignoring broken ref" in result.stderr:
-            snapshots.extend(_broken_refs(result.stderr, pattern))
+            snapshots.extend(broken_refs(result.stderr, pattern))
         return snapshots
 
     def _for_each_ref_slow(self, pattern: str) -> list[Snapshot]:
@@ -308,7 +175,7 @@ class Store:
             data, problem = self.read_blob(oid)
             snapshots.append(Snapshot(ref, oid, data, problem))
         if b"ignoring broken ref" in result.stderr:
-            snapshots.extend(_broken_refs(result.stderr, pattern))
+            snapshots.extend(broken_refs(result.stderr, pattern))
         return snapshots
 
     def read_blob(self, oid: str) -> tuple[bytes | None, str | None]:
@@ -339,97 +206,42 @@ class Store:
         try:
             reference = self._repo.references.get(ref)
         except (pygit2.GitError, ValueError) as exc:
-            return Snapshot(ref, "0" * 40, None, f"the ref file is corrupt ({exc})")
+            return Snapshot(ref, UNREADABLE_OID, None, f"the ref file is corrupt ({exc})")
         if reference is None:
-            problem = self._packed_refs_problem(ref)
+            problem = packed_refs_problem(self.git_dir, ref)
             if problem:  # libgit2 skips lines it cannot parse: "absent" may be a lie
-                return Snapshot(ref, "0" * 40, None, problem)
+                return Snapshot(ref, UNREADABLE_OID, None, problem)
             return Snapshot(ref, None, None)
         if reference.type != pygit2.enums.ReferenceType.DIRECT:
-            return Snapshot(ref, "0" * 40, None, "the ref is symbolic")
+            return Snapshot(ref, UNREADABLE_OID, None, "the ref is symbolic")
         oid = str(reference.target)
         data, problem = self.read_blob(oid)
         return Snapshot(ref, oid, data, problem)
 
-    def _packed_refs_problem(self, ref: str) -> str | None:
-        """Why ``packed-refs`` cannot back libgit2's "``ref`` is absent", or None.
-
-        libgit2 skips lines it cannot parse, so a damaged line could hide ``ref``:
-        every line must have the repository's object id length, and no line may
-        name ``ref`` at all.
-        """
-        try:
-            data = (self.git_dir / "packed-refs").read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            return f"packed-refs cannot be read ({exc.strerror})"
-        pattern = _PACKED_REFS_SHA256 if self._sha256() else _PACKED_REFS_SHA1
-        if pattern.fullmatch(data) and b" " + ref.encode() + b"\n" not in data:
-            return None
-        for number, line in enumerate(data.split(b"\n"), 1):
-            if line and not line.startswith(b"#") and not pattern.fullmatch(line + b"\n"):
-                return f"packed-refs is corrupt at line {number}"
-            if line.endswith(b" " + ref.encode()):
-                return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
-        return None
-
-    def _sha256(self) -> bool:
-        try:
-            config = (self.git_dir / "config").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-        return "objectformat = sha256" in config.lower().replace("\t", " ")
-
     # ---------------------------------------------------------------- guards
 
     def guard_path(self, ref: str) -> Path:
-        digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
-        return self.git_dir / "worklease" / "guards" / digest
+        """The guard file of ``ref`` (:mod:`gitlease.guards`)."""
+        return guards.guard_path(self.git_dir, ref)
 
     @contextmanager
-    def guard(self, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
-        """Hold the resource's guard (an ``flock``), or raise HELD if another process keeps it.
-
-        Re-entrant within a thread; another thread of the same process waits like
-        any other caller (each thread opens its own descriptor). The command that
-        ``exec`` runs (and its descendants) work under exec's guard instead of
-        waiting for it, which would deadlock: ``GITLEASE_GUARD`` lists exec's pid
-        and guard (one line per enclosing exec), each counting only while that pid
-        is a live ancestor. The lock itself is never
-        inherited, so a killed exec frees the resource at once.
-        """
-        path = self.guard_path(ref)
-        if BROKEN_FOR_TESTS or _held_by_ancestor(path):
+    def guard(self, ref: str, *, wait: float = guards.GUARD_WAIT_SECONDS) -> Iterator[int]:
+        """Hold the resource's guard, or raise HELD if another process keeps it."""
+        if BROKEN_FOR_TESTS:
             yield -1
             return
-        held: dict[str, int] = _HELD.__dict__.setdefault("guards", {})
-        if str(path) in held:
-            yield held[str(path)]
-            return
-        fd = _open_guard(path)
-        try:
-            if not flock_polling(fd, time.monotonic() + wait):
-                raise HeldError(
-                    f"the guard of {ref} is held by another gitlease process "
-                    "(a running exec or replace-file); try again later"
-                )
-            held[str(path)] = fd
+        with guards.hold(self.guard_path(ref), ref, wait=wait) as fd:
             yield fd
-        finally:
-            held.pop(str(path), None)
-            os.close(fd)  # closing drops the flock
 
     def clear_stale_lock(self, ref: str, *, wait: float = STALE_LOCK_SECONDS + 2) -> None:
-        """Under the guard: wait out a young ``<ref>.lock``, remove one older than the limit."""
+        """Under the guard: wait out a young ``<ref>.lock``, remove one that is stale."""
         lock = self.git_dir / (ref + ".lock")
         deadline = time.monotonic() + wait
         while True:
-            try:
-                age = time.time() - lock.stat().st_mtime
-            except FileNotFoundError:
+            age = lock_age(lock)
+            if age is None:
                 return
-            if age > STALE_LOCK_SECONDS or age < -1.0:  # from the future: the clock went back
+            if is_stale(age):
                 with suppress(FileNotFoundError):
                     lock.unlink()
                 return
@@ -441,6 +253,7 @@ class Store:
 
     @property
     def repo(self) -> Any:
+        """The pygit2 repository (opened on first use: writes only)."""
         if self._repo is None:
             import pygit2
 
@@ -451,6 +264,7 @@ class Store:
         return self._repo
 
     def write_blob(self, data: bytes) -> str:
+        """Store ``data`` as a blob; its object id."""
         try:
             return str(self.repo.create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
@@ -569,13 +383,11 @@ class Store:
     def write_revision_floor(self, ref: str, revision: int) -> None:
         """Durably remember ``revision`` before ``prune`` removes the ref (under the guard)."""
         path = self._floor_path(ref)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        with open(tmp, "w", encoding="ascii") as f:
-            f.write(f"{revision}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, f"{revision}\n".encode("ascii"), durable=True)
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
@@ -590,103 +402,3 @@ class Store:
                 tx.remove(ref)
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot remove {ref} from {self.git_dir}: {exc}") from None
-
-
-def flock_polling(fd: int, deadline: float) -> bool:
-    """Take an exclusive ``flock`` on ``fd`` before the monotonic ``deadline``; False if not."""
-    delay = 0.002
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-
-def open_lock_file(path: Path) -> int:
-    """A descriptor of a small lock file (made 0600, with its directory), or STORE."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
-
-
-def guard_delegation(path: Path) -> str:
-    """``GITLEASE_GUARD`` for this process's descendants: its guard on top of any inherited."""
-    inherited = [e for e in os.environ.get(GUARD_ENV, "").split("\n") if e]
-    return "\n".join([*inherited, f"{os.getpid()}:{path}"])
-
-
-def _held_by_ancestor(path: Path) -> bool:
-    for entry in os.environ.get(GUARD_ENV, "").split("\n"):
-        pid, _, held = entry.partition(":")
-        if held == str(path) and pid.isdigit() and int(pid) > 1 and _is_ancestor(int(pid)):
-            return True
-    return False
-
-
-def _is_ancestor(pid: int) -> bool:
-    """Whether ``pid`` is an ancestor of this process (read from /proc on Linux)."""
-    current = os.getppid()
-    for _ in range(128):
-        if current == pid:
-            return True
-        if current <= 1:
-            return False
-        try:
-            stat = Path(f"/proc/{current}/stat").read_text()
-            current = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-    return False
-
-
-def _open_guard(path: Path) -> int:
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        return os.open(path, flags, 0o600)
-    except FileNotFoundError:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(path, flags, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot create the guard {path}: {exc}") from None
-    except OSError as exc:
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
-            raise StoreError(f"cannot open the guard {path}: {exc.strerror}") from None
-        raise StoreError(f"cannot open the guard {path}: {exc}") from None
-
-
-def stderr_text(result: subprocess.CompletedProcess[bytes]) -> str:
-    return result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}"
-
-
-def _parse_for_each_ref(out: bytes) -> list[Snapshot]:
-    snapshots = []
-    pos = 0
-    while pos < len(out):
-        end = out.index(b"\n", pos)
-        ref, oid, kind, size = out[pos:end].decode("utf-8").split(" ")
-        start = end + 1
-        stop = start + int(size)
-        data = out[start:stop]
-        pos = stop + 1  # for-each-ref ends every entry with a newline
-        if kind == "blob":
-            snapshots.append(Snapshot(ref, oid, data))
-        else:
-            snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))
-    return snapshots
-
-
-def _broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:
-    broken = []
-    for line in stderr.decode("utf-8", "replace").splitlines():
-        if "ignoring broken ref" in line:
-            ref = line.rsplit(" ", 1)[-1]
-            if ref == pattern or (pattern.endswith("/") and ref.startswith(pattern)):
-                broken.append(Snapshot(ref, "0" * 40, None, "the ref file is corrupt"))
-    return broken

@@ -34,7 +34,7 @@ class Value:
     _hidden: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        names = self.__slots__
+        names = self._fields()
         if len(args) > len(names):
             raise TypeError(f"{type(self).__name__} takes at most {len(names)} values")
         for name, value in zip(names, args, strict=False):
@@ -56,29 +56,34 @@ class Value:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use .replace()")
 
+    @classmethod
+    def _fields(cls) -> tuple[str, ...]:
+        names: tuple[str, ...] = cls.__slots__
+        return names
+
     def _compared(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, n) for n in self.__slots__ if n not in self._hidden)
+        return tuple(getattr(self, n) for n in self._fields() if n not in self._hidden)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self._compared() == other._compared()  # type: ignore[attr-defined]
+        return self._compared() == other._compared()
 
     def __hash__(self) -> int:
         return hash((type(self), self._compared()))
 
     def __repr__(self) -> str:
         shown = ", ".join(
-            f"{n}={getattr(self, n)!r}" for n in self.__slots__ if n not in self._hidden
+            f"{n}={getattr(self, n)!r}" for n in self._fields() if n not in self._hidden
         )
         return f"{type(self).__name__}({shown})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), tuple(getattr(self, n) for n in self.__slots__))
+        return (type(self), tuple(getattr(self, n) for n in self._fields()))
 
     def replace(self: V, **changes: Any) -> V:
         """A copy with some fields changed."""
-        values = {n: getattr(self, n) for n in self.__slots__}
+        values: dict[str, Any] = {n: getattr(self, n) for n in self._fields()}
         unknown = set(changes) - set(values)
         if unknown:
             raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(unknown))}")
@@ -86,4 +91,5 @@ class Value:
         return type(self)(**values)
 
     def as_dict(self) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in self.__slots__}
+        """The fields by name."""
+        return {n: getattr(self, n) for n in self._fields()}

@@ -7,12 +7,12 @@ import sys
 
 from gitlease.errors import GitleaseError
 from gitlease.lease import acquire, heartbeat, release
-from gitlease.store import Store
+from gitlease.location import open_store
 
 
 def main() -> None:
     resources = sys.argv[1:]
-    store = Store.open()
+    store = open_store()
     while True:
         resource = random.choice(resources)
         try:

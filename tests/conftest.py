@@ -113,7 +113,7 @@ def cli(repo: Path):
 @pytest.fixture
 def store(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """The library's store for ``repo``, with the working directory inside it."""
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
     monkeypatch.chdir(repo)
-    yield Store.open()
+    yield open_store()

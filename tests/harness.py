@@ -185,10 +185,10 @@ def check(
     """Count violations of the four properties (see the module docstring)."""
     import history
 
-    from gitlease.lease import log
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import log
 
-    store = Store.open(repo, remote="")  # the records themselves, not a host's view of them
+    store = open_store(repo, remote="")  # the records themselves, not a host's view of them
     intervals: dict[str, dict[str, tuple[int, int, int]]] = {}
     v = stats.violations
     for resource in resources:

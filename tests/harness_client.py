@@ -19,10 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from gitlease import bundle, guard, lease
+from gitlease import bundle, guarded, lease
+from gitlease.claim import Claim
 from gitlease.errors import GitleaseError
+from gitlease.location import open_store
 from gitlease.receipts import read as read_receipt
-from gitlease.store import Store
 
 #: Set when the harness plays several hosts: each keeps its own sinks (replace-file fences
 #: the files of its own host only).
@@ -41,7 +42,7 @@ class Client:
         self.dir = log_dir
         self.ttl = ttl
         self.resources = resources
-        self.store = Store.open()
+        self.store = open_store()
         self.log = open(log_dir / f"client-{name}.jsonl", "a", buffering=1)  # noqa: SIM115
         self.seq = 0
         (log_dir / "receipts").mkdir(exist_ok=True, mode=0o700)
@@ -87,7 +88,7 @@ class Client:
             + "\n"
         )
 
-    def _claim(self, claim: lease.Claim) -> dict[str, object]:
+    def _claim(self, claim: Claim) -> dict[str, object]:
         assert claim.record is not None
         return {"claim_id": claim.record.claim_id, "revision": claim.record.revision}
 
@@ -116,7 +117,7 @@ class Client:
 
     def op_exec(self, r: str) -> dict[str, object]:
         mine = self.receipt(r) if self.owned(r)[0] else None  # else exec acquires itself
-        code = guard.run_guarded(
+        code = guarded.run_guarded(
             self.store, ["sleep", str(round(self.ttl / 3, 2))], r, receipt=mine
         )
         return {"exit": code}
@@ -127,7 +128,7 @@ class Client:
         sink = self.dir / f"fenced-{HOST}{self.resources.index(r)}.txt"
         content = sink.read_bytes() if sink.exists() else b""
         line = f"{claim_id} {revision}\n".encode()
-        guard.replace_file(
+        guarded.replace_file(
             self.store,
             sink,
             content + line,

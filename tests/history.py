@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from gitlease.lease import Claim
+from gitlease.claim import Claim
 
 
 def claim_intervals(

@@ -1,4 +1,4 @@
-"""Two "hosts" on one machine, coordinating through one git remote (SPEC §11).
+"""Two "hosts" on one machine, coordinating through one git remote (docs/remote.md).
 
 A host is a clone of the shared bare repository with ``gitlease.remote`` set to
 its ``origin``. Host B also plays another machine: another boot id and a boot

@@ -65,9 +65,9 @@ def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:
     os.chdir(repo)
     from gitlease import bundle
     from gitlease.errors import GitleaseError
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
-    store = Store.open()
+    store = open_store()
     store.repo  # noqa: B018
     barrier.wait()
     try:
@@ -79,8 +79,8 @@ def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:
 
 @pytest.mark.slow
 def test_ring_of_bundles(repo: Path) -> None:
-    from gitlease.lease import list_claims
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import list_claims
 
     n = 8
     for round_ in range(3):
@@ -99,7 +99,7 @@ def test_ring_of_bundles(repo: Path) -> None:
         assert set(outcome.values()) <= {0, 3}
         assert winners
         held = {}
-        for claim in list_claims(Store.open(cwd=repo), state="active"):
+        for claim in list_claims(open_store(cwd=repo), state="active"):
             held[claim.resource] = claim.record.bundle_id
         expected = {f"ring/{k}" for w in winners for k in (w, (w + 1) % n)}
         assert set(held) == expected, "the store agrees with the winners"
@@ -113,15 +113,15 @@ def test_ring_of_bundles(repo: Path) -> None:
 @pytest.mark.slow
 def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:
     from gitlease import bundle
-    from gitlease.lease import log
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import log
 
     script = (
         "import random, sys\n"
         "from gitlease import bundle\n"
         "from gitlease.errors import GitleaseError\n"
-        "from gitlease.store import Store\n"
-        "s = Store.open()\n"
+        "from gitlease.location import open_store\n"
+        "s = open_store()\n"
         "while True:\n"
         "    k = random.randrange(4)\n"
         "    try:\n"
@@ -144,7 +144,7 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
         p.send_signal(signal.SIGKILL)
         p.wait()
     monkeypatch.chdir(repo)
-    store = Store.open()
+    store = open_store()
     started = time.monotonic()
     bundle.acquire_many(store, [f"kb/{k}" for k in range(4)], ttl="30s", wait="6s", bind=False)
     assert time.monotonic() - started <= 6.5, "every member claimable within TTL + 5 s"

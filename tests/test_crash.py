@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from history import assert_no_two_holders
 
-from gitlease.lease import acquire, log
-from gitlease.store import Store
+from gitlease.lease import acquire
+from gitlease.location import open_store
+from gitlease.reads import log
 
 HERE = Path(__file__).parent
 TTL_S = 1.0
@@ -51,7 +52,7 @@ def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatc
     assert kills > 10
 
     monkeypatch.chdir(repo)
-    store = Store.open()
+    store = open_store()
     for resource in RESOURCES:
         started = time.monotonic()
         acquire(store, resource, ttl="30s", wait=f"{TTL_S + 5}s", bind=False)

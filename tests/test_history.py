@@ -48,11 +48,11 @@ def test_the_checker_catches_a_broken_build(repo: Path, tmp_path: Path) -> None:
 
 def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_path: Path) -> None:
     """Deterministic: a writer paused past its TTL after `check` writes over its successor."""
-    from gitlease import guard, lease
+    from gitlease import guarded, lease
     from gitlease.errors import LostError
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
-    store = Store.open(cwd=repo)
+    store = open_store(cwd=repo)
     stale_receipt = tmp_path / "stale.json"
     old = lease.acquire(store, "res/0", ttl="1s", receipt=stale_receipt, bind=False)
     lease.check(store, "res/0", receipt=stale_receipt)  # "held" - then the writer stalls
@@ -65,7 +65,7 @@ def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_
         f.write(f"{old.claim.record.claim_id} {old.claim.record.revision} 0\n")
     fenced = tmp_path / "log" / "fenced-0.txt"
     with pytest.raises(LostError):  # the same write through replace-file is refused
-        guard.replace_file(
+        guarded.replace_file(
             store, fenced, b"x", expect_absent=True, receipt=stale_receipt, resource="res/0"
         )
     stats = harness.check(repo, tmp_path / "log", ["res/0"], harness.Stats())

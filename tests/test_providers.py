@@ -1,5 +1,6 @@
-"""Providers (SPEC §6): every spelling of one unit of work gives one resource, distinct units
-give distinct resources, and bad references are usage errors that say what is accepted."""
+"""Providers (docs/reference/providers.md): every spelling of one unit of work gives one
+resource, distinct units give distinct resources, and bad references are usage errors that say
+what is accepted."""
 
 from __future__ import annotations
 

@@ -65,10 +65,10 @@ def race(
 
 
 def _holders(repo: Path, resource: str) -> list[dict]:
-    from gitlease.lease import log
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import log
 
-    return [c.to_dict() for c in log(Store.open(cwd=repo), resource)]
+    return [c.to_dict() for c in log(open_store(cwd=repo), resource)]
 
 
 @pytest.mark.slow
@@ -84,10 +84,10 @@ def test_race_on_fresh_resources_has_exactly_one_winner(repo: Path) -> None:
 @pytest.mark.slow
 def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatch) -> None:
     from gitlease.lease import acquire
-    from gitlease.store import Store
+    from gitlease.location import open_store
 
     monkeypatch.chdir(repo)
-    store = Store.open()
+    store = open_store()
     resources = [f"race/expired/{i}" for i in range(ROUNDS)]
     for resource in resources:
         acquire(store, resource, ttl="1s", bind=False)

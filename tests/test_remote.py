@@ -1,4 +1,4 @@
-"""A git remote as the coordinator: two hosts, one bare repository (SPEC §11).
+"""A git remote as the coordinator: two hosts, one bare repository (docs/remote.md).
 
 Every test runs the real CLI on two clones ("hosts") against a bare repository
 reached over ``file://`` and through a real ``git daemon`` on 127.0.0.1.
@@ -201,10 +201,10 @@ def _race(hosts, resources: list[str]) -> dict[str, list[int]]:
 
 
 def _revisions_at_the_remote(server: Path, resource: str) -> list[int]:
-    from gitlease.lease import log
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import log
 
-    return [c.record.revision for c in log(Store.open(server, remote=""), resource)]
+    return [c.record.revision for c in log(open_store(server, remote=""), resource)]
 
 
 @pytest.mark.slow
@@ -355,11 +355,11 @@ def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> N
     stats, server = _history_on_two_hosts(tmp_path, 30, clients=8, resources=4)
     assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
     assert stats.ok > 40, "the clients made progress"
-    from gitlease.lease import log
-    from gitlease.store import Store
+    from gitlease.location import open_store
+    from gitlease.reads import log
 
     for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
-        boots = {c.record.boot_id for c in log(Store.open(server, remote=""), resource)}
+        boots = {c.record.boot_id for c in log(open_store(server, remote=""), resource)}
         assert len(boots) == 2, (resource, boots)
     for op in ("acquire", "heartbeat", "check", "release", "bundle", "exec", "replace"):
         assert stats.by_op[op] > 0, op

@@ -1,4 +1,5 @@
-"""The click group, shared options and the one place where exceptions become exit codes."""
+"""The click group, the options every command shares, and the one place where exceptions
+become exit codes (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from importlib import import_module
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import click
 
@@ -39,7 +40,8 @@ def _set(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
-def _shared(f: Callable[..., Any]) -> Callable[..., Any]:
+def shared_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json``, ``--store``, ``--remote``, ``--debug``: accepted before or after a command."""
     f = click.option(
         "--json",
         "json_",
@@ -82,7 +84,7 @@ def command(group: click.Group, name: str, **kwargs: Any) -> Callable[..., Any]:
             return f(click.get_current_context().find_root().ensure_object(Options), *args, **kw)
 
         settings = {**CONTEXT, **kwargs.pop("context_settings", {})}
-        return group.command(name, context_settings=settings, **kwargs)(_shared(run))
+        return group.command(name, context_settings=settings, **kwargs)(shared_options(run))
 
     return decorate
 
@@ -108,7 +110,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT)
-@_shared
+@shared_options
 @click.version_option(package_name="gitlease", message="gitlease %(version)s")
 def cli() -> None:
     """Bounded claims on units of work, kept as signed records under refs/worklease/.
@@ -118,12 +120,14 @@ def cli() -> None:
 
 
 def open_store(opts: Options) -> Any:
-    from ..store import Store
+    """The store the shared options choose."""
+    from ..location import open_store as open_location
 
-    return Store.open(opts.store, remote=opts.remote)
+    return open_location(opts.store, remote=opts.remote)
 
 
 def emit(opts: Options, doc: Any, text: str | None) -> None:
+    """Print ``doc`` as JSON with ``--json``, else ``text`` for people."""
     if opts.json:
         output.print_json(doc)
     elif text:
@@ -133,14 +137,57 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
 def read_items(items: tuple[str, ...]) -> list[str]:
     """Arguments, or one item a line from stdin when the only argument is ``-``."""
     if items == ("-",):
-        from ..lease import iter_resources
+        from ..reads import iter_resources
 
         return list(iter_resources(sys.stdin))
     return list(items)
 
 
+KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
+
+
+@overload
+def resolve_resource(resource: str, key: str | None) -> str: ...
+@overload
+def resolve_resource(resource: None, key: str | None) -> None: ...
+def resolve_resource(resource: str | None, key: str | None) -> str | None:
+    """RESOURCE as given, or read as a reference of the provider ``key`` (``--key``)."""
+    if resource is None or key is None:
+        return resource
+    from ..providers import canonical_key
+
+    return canonical_key(key, resource)
+
+
+def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options shared by ``acquire`` and ``bundle acquire``."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(
+            [
+                click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
+                click.option("--owner", help="A non-secret label (GITLEASE_OWNER, user@host:pid)."),
+                click.option("--note", help=f"A note shown with {what}."),
+                click.option("--wait", help="Retry with backoff and jitter this long while HELD."),
+                click.option(
+                    "--coordination-only",
+                    is_flag=True,
+                    help="The durable mutation happens elsewhere (e.g. a remote API): "
+                    "recorded as the mode.",
+                ),
+                click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
+                click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
+                click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP),
+            ]
+        ):
+            f = option(f)
+        return f
+
+    return decorate
+
+
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
-    """Run the CLI and return its exit code (SPEC §4)."""
+    """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
     args = list(sys.argv[1:] if argv is None else argv)
     from ..store import BROKEN_FOR_TESTS
 
@@ -173,8 +220,8 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     except Exception as exc:  # a bug: message, no traceback unless --debug
         if debug:
             traceback.print_exc()
-        error = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
-        return _fail(error, wants_json)
+        bug = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
+        return _fail(bug, wants_json)
     return int(result or 0)
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from .app import Options, cli, command, emit, open_store
-from .claims import acquire_options
+from .app import Options, acquire_options, cli, command, emit, open_store
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 
@@ -15,7 +16,7 @@ def bundle() -> None:
     """Claim several resources all or nothing, and act on all of them."""
 
 
-def _text(verb: str, result_id: str | None, claims: list) -> str:
+def _text(verb: str, result_id: str | None, claims: list[Any]) -> str:
     lines = [f"{verb} bundle {result_id}"]
     lines += [f"  {c.describe()}" for c in claims]
     return "\n".join(lines)
@@ -25,33 +26,14 @@ def _text(verb: str, result_id: str | None, claims: list) -> str:
 @click.argument("resources", nargs=-1, required=True)
 @acquire_options("every claim")
 def acquire(
-    opts: Options,
-    resources: tuple[str, ...],
-    ttl: str | None,
-    owner: str | None,
-    note: str | None,
-    wait: str | None,
-    coordination_only: bool,
-    receipt: str | None,
-    no_bind: bool,
-    key_: str | None,
+    opts: Options, resources: tuple[str, ...], no_bind: bool, key_: str | None, **options: Any
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
     from .. import bundle as B
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)
-    result = B.acquire_many(
-        open_store(opts),
-        names,
-        ttl=ttl,
-        owner=owner,
-        note=note,
-        wait=wait,
-        coordination_only=coordination_only,
-        receipt=receipt,
-        bind=not no_bind,
-    )
+    result = B.acquire_many(open_store(opts), names, bind=not no_bind, **options)
     emit(
         opts,
         result.to_dict(),

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from ..clock import format_duration
 from . import output
-from .app import Options, cli, command, emit, open_store, read_items
-
-KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
-
-
-def _resource(resource: str | None, key: str | None) -> str | None:
-    if resource is None or key is None:
-        return resource
-    from ..providers import canonical_key
-
-    return canonical_key(key, resource)
+from .app import (
+    KEY_HELP,
+    Options,
+    acquire_options,
+    cli,
+    command,
+    emit,
+    open_store,
+    read_items,
+    resolve_resource,
+)
 
 
 def _mode_note(doc: dict[str, Any]) -> str:
@@ -29,11 +30,11 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @command(cli, "where")
 def where(opts: Options) -> None:
     """Print the store in use and why it was chosen."""
-    from ..remote import redact, resolve
-    from ..store import locate
+    from ..location import locate, resolve_remote
+    from ..remote import redact
 
     location = locate(opts.store)
-    found = resolve(location, opts.remote)
+    found = resolve_remote(location, opts.remote)
     remote = (redact(found[0]), found[1]) if found else None
     doc = {
         "store": str(location.git_dir),
@@ -50,8 +51,8 @@ def where(opts: Options) -> None:
 
 
 def _receipt_dir(location: Any) -> Any:
+    from ..location import state_home
     from ..receipts import default_dir
-    from ..store import state_home
 
     return default_dir(location.worktree_git_dir, state_home())
 
@@ -72,67 +73,18 @@ def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -
     emit(opts, {"keys": keys}, "\n".join(k["resource"] for k in keys))
 
 
-def acquire_options(what: str) -> Any:
-    """The options shared by ``acquire`` and ``bundle acquire``."""
-
-    def decorate(f: Any) -> Any:
-        for option in reversed(
-            [
-                click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
-                click.option("--owner", help="A non-secret label (GITLEASE_OWNER, user@host:pid)."),
-                click.option("--note", help=f"A note shown with {what}."),
-                click.option("--wait", help="Retry with backoff and jitter this long while HELD."),
-                click.option(
-                    "--coordination-only",
-                    is_flag=True,
-                    help="The durable mutation happens elsewhere (e.g. a remote API): "
-                    "recorded as the mode.",
-                ),
-                click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
-                click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
-                click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP),
-            ]
-        ):
-            f = option(f)
-        return f
-
-    return decorate
-
-
 @command(cli, "acquire")
 @click.argument("resource")
 @acquire_options("the claim")
-def acquire(
-    opts: Options,
-    resource: str,
-    ttl: str | None,
-    owner: str | None,
-    note: str | None,
-    wait: str | None,
-    coordination_only: bool,
-    receipt: str | None,
-    no_bind: bool,
-    key_: str | None,
-) -> None:
+def acquire(opts: Options, resource: str, no_bind: bool, key_: str | None, **options: Any) -> None:
     """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it."""
     from ..lease import acquire as do_acquire
 
-    resource = _resource(resource, key_)
+    resource = resolve_resource(resource, key_)
     store = open_store(opts)
-    status = _WaitLine() if wait and not opts.json and sys.stderr.isatty() else None
+    status = _WaitLine() if options["wait"] and not opts.json and sys.stderr.isatty() else None
     try:
-        result = do_acquire(
-            store,
-            resource,
-            ttl=ttl,
-            owner=owner,
-            note=note,
-            coordination_only=coordination_only,
-            receipt=receipt,
-            wait=wait,
-            bind=not no_bind,
-            on_wait=status,
-        )
+        result = do_acquire(store, resource, bind=not no_bind, on_wait=status, **options)
     finally:
         if status:
             status.clear()
@@ -168,8 +120,10 @@ class _WaitLine:
             sys.stderr.flush()
 
 
-def _owned(name: str, help_text: str) -> Any:
-    def decorate(f: Any) -> Any:
+def _owned(name: str, help_text: str) -> Callable[[Callable[..., Any]], Any]:
+    """A command on one owned claim: [RESOURCE], --receipt, --key."""
+
+    def decorate(f: Callable[..., Any]) -> Any:
         f = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)(f)
         f = click.option(
             "--receipt",
@@ -190,7 +144,9 @@ def heartbeat(
 ) -> None:
     from ..lease import heartbeat as do_heartbeat
 
-    claim = do_heartbeat(open_store(opts), _resource(resource, key_), ttl=ttl, receipt=receipt)
+    claim = do_heartbeat(
+        open_store(opts), resolve_resource(resource, key_), ttl=ttl, receipt=receipt
+    )
     emit(opts, claim.to_dict(), f"renewed {claim.describe()}")
 
 
@@ -206,7 +162,7 @@ def release(
     from ..lease import release as do_release
 
     claim = do_release(
-        open_store(opts), _resource(resource, key_), checkpoint=checkpoint, receipt=receipt
+        open_store(opts), resolve_resource(resource, key_), checkpoint=checkpoint, receipt=receipt
     )
     emit(opts, claim.to_dict(), f"released {claim.describe()}")
 
@@ -223,7 +179,10 @@ def check(
     from ..lease import check as do_check
 
     claim = do_check(
-        open_store(opts), _resource(resource, key_), min_remaining=min_remaining, receipt=receipt
+        open_store(opts),
+        resolve_resource(resource, key_),
+        min_remaining=min_remaining,
+        receipt=receipt,
     )
     emit(opts, claim.to_dict(), f"held: {claim.describe()}")
 
@@ -233,9 +192,9 @@ def check(
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
 def show(opts: Options, resource: str, key_: str | None) -> None:
     """Show the record of RESOURCE (never secret): active, expired, released or free."""
-    from ..lease import show as do_show
+    from ..reads import show as do_show
 
-    claim = do_show(open_store(opts), _resource(resource, key_))
+    claim = do_show(open_store(opts), resolve_resource(resource, key_))
     emit(opts, claim.to_dict(), output.claim_detail(claim.to_dict()))
 
 
@@ -248,7 +207,7 @@ def show(opts: Options, resource: str, key_: str | None) -> None:
 @click.option("--prefix", help="Only resources that start with this text.")
 def list_(opts: Options, state: str | None, prefix: str | None) -> None:
     """List every claim: a table for people, JSON for programs."""
-    from ..lease import list_claims
+    from ..reads import list_claims
 
     claims = [c.to_dict() for c in list_claims(open_store(opts), state=state, prefix=prefix)]
     emit(opts, {"claims": claims}, output.claim_table(claims))
@@ -258,7 +217,7 @@ def list_(opts: Options, state: str | None, prefix: str | None) -> None:
 @click.argument("resources", nargs=-1)
 def free(opts: Options, resources: tuple[str, ...]) -> None:
     """Of the given resources (`-`: one a line on stdin), print those that can be acquired now."""
-    from ..lease import free as do_free
+    from ..reads import free as do_free
 
     claims = [c.to_dict() for c in do_free(open_store(opts), read_items(resources))]
     emit(opts, {"claims": claims}, "\n".join(c["resource"] for c in claims))
@@ -269,9 +228,9 @@ def free(opts: Options, resources: tuple[str, ...]) -> None:
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
 def log(opts: Options, resource: str, key_: str | None) -> None:
     """The history of RESOURCE, oldest first: one line per transition."""
-    from ..lease import log as do_log
+    from ..reads import log as do_log
 
-    resource = _resource(resource, key_)
+    resource = resolve_resource(resource, key_)
     records = [c.to_dict() for c in do_log(open_store(opts), resource)]
     lines = []
     for doc in records:

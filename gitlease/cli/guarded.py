@@ -7,8 +7,7 @@ import sys
 import click
 
 from ..errors import UsageError
-from .app import Options, cli, command, emit, open_store
-from .claims import KEY_HELP, _resource
+from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
 
 
 @command(cli, "exec")
@@ -35,7 +34,7 @@ def exec_(
     releases it when CMD ends. Heartbeats at a third of the TTL; if ownership is lost, stops
     CMD's process group and exits 4. Otherwise exits with CMD's status.
     """
-    from ..guard import run_guarded
+    from ..guarded import run_guarded
 
     if "--" not in opts.argv:
         raise UsageError("put the command after --: gitlease exec RESOURCE -- CMD ARGS...")
@@ -43,7 +42,7 @@ def exec_(
     before = list(words[: len(words) - len(cmd)])
     if len(before) > 1:
         raise UsageError(f"exec takes one RESOURCE before --, not {before}")
-    resource = _resource(before[0], key_) if before else None
+    resource = resolve_resource(before[0], key_) if before else None
     if resource is None and receipt is None:
         raise UsageError("name a RESOURCE or pass --receipt")
     return run_guarded(
@@ -88,7 +87,7 @@ def replace_file(
     Exit 6 (PRECONDITION) if the content is not what you expected, 4 (LOST) if you do
     not hold the claim; the file is untouched in both cases. Prints the new SHA-256.
     """
-    from ..guard import replace_file as do_replace
+    from ..guarded import replace_file as do_replace
 
     if resource is None and receipt is None:
         raise UsageError("name a RESOURCE or pass --receipt")
@@ -106,7 +105,7 @@ def replace_file(
         content,
         expect_sha256=expect_sha256,
         expect_absent=expect_absent,
-        resource=_resource(resource, key_),
+        resource=resolve_resource(resource, key_),
         receipt=receipt,
     )
     emit(opts, {"path": path, "sha256": digest}, digest)

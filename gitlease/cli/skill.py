@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .app import CONTEXT, Options, _shared, cli, command, emit
+from .app import CONTEXT, Options, cli, command, emit, shared_options
 
 
 def skill_text() -> str:
@@ -18,7 +18,7 @@ def skill_text() -> str:
 
 
 @cli.group("skill", invoke_without_command=True, context_settings=CONTEXT)
-@_shared
+@shared_options
 @click.pass_context
 def skill(ctx: click.Context) -> None:
     """Print the agent skill (SKILL.md) that teaches the claim lifecycle."""

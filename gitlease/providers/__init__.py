@@ -1,4 +1,6 @@
-"""Providers turn a tracker's reference into the one canonical resource (SPEC §6).
+"""Providers map every spelling of one tracker reference to one resource.
+
+See docs/reference/providers.md.
 
 Two agents that name one issue differently must contend for one ref, so every provider maps all
 spellings of a unit of work to the same resource and distinct units to distinct ones.
@@ -35,7 +37,9 @@ class Provider(Protocol):
     name: str
     accepts: str  # one line saying which forms are accepted, for error messages
 
-    def key(self, item: str, *, options: Mapping[str, str], cwd: Path) -> str: ...
+    def key(self, item: str, *, options: Mapping[str, str], cwd: Path) -> str:
+        """The canonical resource of ``item`` (USAGE, saying what is accepted, if none)."""
+        ...
 
 
 def provider_names() -> list[str]:

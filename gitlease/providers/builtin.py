@@ -1,4 +1,4 @@
-"""The built-in providers of SPEC §6.
+"""The built-in providers (docs/reference/providers.md).
 
 Each provider reads the spellings that people and tools really produce (short references, web
 URLs, API URLs) and folds only what the tracker itself treats as equal: letter case where the
@@ -33,6 +33,7 @@ class BuiltinProvider:
     option_names: frozenset[str] = frozenset()
 
     def key(self, item: str, *, options: Mapping[str, str], cwd: Path) -> str:
+        """The canonical resource of ``item``; USAGE saying what is accepted otherwise."""
         unknown = sorted(set(options) - self.option_names)
         if unknown:
             known = ", ".join(sorted(self.option_names)) or "none"
@@ -49,6 +50,7 @@ class BuiltinProvider:
             ) from None
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """The resource of ``item``; raises ``_Refused`` with the reason when it cannot be."""
         raise NotImplementedError
 
 
@@ -68,8 +70,8 @@ def _url(item: str, bare_hosts: frozenset[str] | None) -> tuple[str, list[str], 
     is ignored.
     """
     if "://" not in item:
-        host = item.split("/", 1)[0].lower()
-        if "/" not in item or (bare_hosts is not None and host not in bare_hosts):
+        first = item.split("/", 1)[0].lower()
+        if "/" not in item or (bare_hosts is not None and first not in bare_hosts):
             return None
         item = "https://" + item
     try:
@@ -105,6 +107,7 @@ class GitHub(BuiltinProvider):
     )
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms GitHub accepts are in ``accepts``."""
         short = _GH_SHORT.fullmatch(item)
         if short:
             return self._resource(*short.groups())
@@ -150,6 +153,7 @@ class GitLab(BuiltinProvider):
     )
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms GitLab accepts are in ``accepts``."""
         if "/-/" not in item and "://" not in item:
             short = _GL_SHORT.fullmatch(item)
             if short:
@@ -204,6 +208,7 @@ class Jira(BuiltinProvider):
     accepts = "an issue key such as ABC-12, or a URL such as https://x.atlassian.net/browse/ABC-12"
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms Jira accepts are in ``accepts``."""
         if item.startswith("jira/") and item.count("/") == 1:  # our own output
             item = item[len("jira/") :]
         if "/" not in item:
@@ -227,6 +232,7 @@ class Linear(BuiltinProvider):
     accepts = "an issue key such as ENG-42, or a URL such as https://linear.app/TEAM/issue/ENG-42"
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms Linear accepts are in ``accepts``."""
         if item.startswith("linear/") and item.count("/") == 1:  # our own output
             item = item[len("linear/") :]
         if "/" not in item:
@@ -254,6 +260,7 @@ class Beads(BuiltinProvider):
     accepts = "a beads id such as bd-a1b2, bd-a1b2.1 or myproj-x7k"
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms Beads accepts are in ``accepts``."""
         if item.startswith("beads/"):  # our own output
             item = item[len("beads/") :]
         low = item.lower()
@@ -275,6 +282,7 @@ class Taskmaster(BuiltinProvider):
     option_names = frozenset({"tag"})
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms Taskmaster accepts are in ``accepts``."""
         tag = options.get("tag")
         if item.startswith("taskmaster/"):  # our own output
             parts = item.split("/")
@@ -302,6 +310,7 @@ class RepoPath(BuiltinProvider):
     accepts = "a path inside the current git working tree, relative or absolute (e.g. src/app.py)"
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms RepoPath accepts are in ``accepts``."""
         top, prefix = _worktree(cwd)
         if item.startswith("/"):
             parts = _below(_lexical(item.split("/")) or [], top)
@@ -364,6 +373,7 @@ class Raw(BuiltinProvider):
     accepts = "any resource: non-empty, at most 512 UTF-8 bytes, no control characters"
 
     def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms Raw accepts are in ``accepts``."""
         try:
             return validate_resource(item)
         except UsageError as exc:

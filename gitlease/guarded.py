@@ -1,4 +1,6 @@
-"""Guarded operations: run a command, or replace a file, only while holding a claim (SPEC §5).
+"""Guarded operations: run a command, or replace a file, only while holding a claim.
+
+See docs/concepts.md (guarded operations).
 
 Both hold the resource's guard for their whole duration, so no other gitlease
 caller can be granted the resource meanwhile. ``exec`` tells its command
@@ -13,17 +15,19 @@ import hashlib
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from . import lease as L
+from . import core, guards, ownership
+from ._files import atomic_write
+from .claim import Claim, remaining_ms
 from .clock import Now
 from .errors import GitleaseError, LostError, PreconditionError, UsageError
+from .lease import acquire
+from .receipts import ClaimRef, Receipt
 from .record import COORDINATION_ONLY
-from .store import BREAK_ENV, GUARD_ENV, Store, guard_delegation
+from .store import BREAK_ENV, Store
 
 POLL_SECONDS = 1.0
 GRACE_SECONDS = 5.0
@@ -31,17 +35,17 @@ GRACE_SECONDS = 5.0
 
 def _own_receipt(
     store: Store, resource: str | None, receipt: str | os.PathLike[str] | None
-) -> tuple[Any, Any] | None:
+) -> tuple[Receipt, ClaimRef] | None:
     """The caller's receipt for an active claim, if it has one here; None otherwise."""
     from . import receipts as receipts_mod
 
     if receipts_mod.explicit_path(receipt) is not None:
-        return L.load_receipt(store, resource, receipt)
+        return ownership.load_receipt(store, resource, receipt)
     if resource is None:
         raise UsageError("name a RESOURCE or pass --receipt")
     try:
-        rec, claim_ref = L.load_receipt(store, resource, None)
-        L.check_many(store, rec, [claim_ref], 0)
+        rec, claim_ref = ownership.load_receipt(store, resource, None)
+        core.check_claims(store, rec, [claim_ref], 0)
     except GitleaseError:
         return None
     return rec, claim_ref
@@ -69,7 +73,7 @@ def run_guarded(
     owned = _own_receipt(store, resource, receipt)
     acquired = owned is None
     if owned is None:
-        result = L.acquire(
+        result = acquire(
             store,
             resource or "",
             ttl=ttl,
@@ -81,20 +85,20 @@ def run_guarded(
     rec, claim_ref = owned
     try:
         with store.guard(claim_ref.ref):
-            claim = L.check_many(store, rec, [claim_ref], 0)[0]
-            env = _child_env(store, claim, guard_delegation(store.guard_path(claim_ref.ref)))
+            claim = core.check_claims(store, rec, [claim_ref], 0)[0]
+            env = _child_env(store, claim, guards.delegation(store.guard_path(claim_ref.ref)))
             code = _supervise(store, rec, claim_ref, claim, command, env, grace)
     except BaseException:
         if acquired:
             with contextlib.suppress(GitleaseError):
-                L.release_many(store, rec, [claim_ref], None)
+                core.release_claims(store, rec, [claim_ref], None)
         raise
     if acquired:
-        L.release_many(store, rec, [claim_ref], None)
+        core.release_claims(store, rec, [claim_ref], None)
     return code
 
 
-def _child_env(store: Store, claim: L.Claim, delegation: str) -> dict[str, str]:
+def _child_env(store: Store, claim: Claim, delegation: str) -> dict[str, str]:
     assert claim.record is not None
     env = {k: v for k, v in os.environ.items() if k != BREAK_ENV}
     env.update(
@@ -102,20 +106,19 @@ def _child_env(store: Store, claim: L.Claim, delegation: str) -> dict[str, str]:
         GITLEASE_CLAIM_ID=claim.record.claim_id,
         GITLEASE_REVISION=str(claim.record.revision),
         GITLEASE_EXPIRES_AT=claim.record.expires_at,
-        **{GUARD_ENV: delegation},
+        **{guards.GUARD_ENV: delegation},
     )
     if claim.record.mode == COORDINATION_ONLY:
         env["GITLEASE_MODE"] = COORDINATION_ONLY
-    if store.remote is not None:  # the command's own gitlease calls use the same coordinator
-        env["GITLEASE_REMOTE"] = store.remote
+    env.update(store.child_env())  # the command's own gitlease calls reach the same store
     return env
 
 
 def _supervise(
     store: Store,
-    rec: Any,
-    claim_ref: Any,
-    claim: L.Claim,
+    rec: Receipt,
+    claim_ref: ClaimRef,
+    claim: Claim,
     command: Sequence[str],
     env: dict[str, str],
     grace: float,
@@ -149,12 +152,12 @@ def _supervise(
                     # A remote that does not answer must not keep this loop from noticing
                     # the claim run out: the heartbeat gets no longer than the claim has left.
                     assert claim.record is not None
-                    left_ms = L.remaining_ms(claim.record, Now.read())
+                    left_ms = remaining_ms(claim.record, Now.read())
                     with store.within(max(left_ms, 100) / 1000):
-                        claim = L.heartbeat_many(store, rec, [claim_ref], None)[0]
+                        claim = core.renew_claims(store, rec, [claim_ref], None)[0]
                     next_beat = time.monotonic() + beat_every
                 else:
-                    L.check_many(store, rec, [claim_ref], 0)
+                    core.check_claims(store, rec, [claim_ref], 0)
             except LostError as exc:
                 _stop(child, grace)
                 raise LostError(
@@ -194,6 +197,7 @@ def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
 
 
 def sha256_of(path: Path) -> str | None:
+    """The file's SHA-256 in hex, or None if it does not exist."""
     try:
         with open(path, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
@@ -227,9 +231,9 @@ def replace_file(
     if target.is_dir():
         raise UsageError(f"{target} is a directory")
     store.refresh()  # the re-check before a durable write asks the coordinator itself
-    rec, claim_ref = L.load_receipt(store, resource, receipt)
+    rec, claim_ref = ownership.load_receipt(store, resource, receipt)
     with store.guard(claim_ref.ref):
-        L.check_many(store, rec, [claim_ref], 0)
+        core.check_claims(store, rec, [claim_ref], 0)
         current = sha256_of(target)
         if expect_absent and current is not None:
             raise PreconditionError(f"{target} exists (sha256 {current}); expected it absent")
@@ -241,26 +245,11 @@ def replace_file(
 
 
 def _write_atomically(target: Path, content: bytes) -> None:
+    """Durably, keeping the file's mode (or the umask's default for a new file)."""
     try:
         mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".gitlease")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(target, content, durable=True, mode=mode)

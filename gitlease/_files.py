@@ -1,0 +1,147 @@
+"""File primitives, each written once: atomic replacement, lock files, flock, lock age.
+
+Every durable file gitlease writes goes through :func:`atomic_write`, and every
+caller says whether it needs the write to survive a power cut (``durable``):
+receipts and bindings do not (a lost receipt only lets its claim expire), a
+revision floor and a file replaced by ``replace-file`` do. The other helpers
+hold ``flock`` locks (which the kernel drops when a process dies) and judge
+git's ``<ref>.lock`` files by their age.
+
+No pygit2, click or cryptography here: the commit hook's path imports it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from .errors import GitleaseError, StoreError
+
+#: A git ``<ref>.lock`` older than this, found by a caller that holds the resource's guard,
+#: was left by a process that is gone (git holds a ref lock for milliseconds).
+STALE_LOCK_SECONDS = 3.0
+#: A lock dated further in the future than this means the clock went back: it is stale too.
+_FUTURE_SLACK_SECONDS = 1.0
+
+_HELD = threading.local()  # path -> descriptor of the flocks this thread holds
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` through a temporary file in the same directory.
+
+    Readers see the old content or the new, never a torn file. ``durable``: fsync
+    the file before the rename and the directory after it, so the new content
+    survives a power cut; otherwise a crash may leave the old content. The
+    temporary file is created exclusively and never through a symlink. Raises
+    ``OSError``; the caller says what the file was.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.gitlease")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)  # the umask may have taken bits away
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def mtime(path: Path) -> float:
+    """The modification time of ``path``, or 0.0 if it cannot be read (sorts first)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def lock_age(lock: Path) -> float | None:
+    """Seconds since git's ``lock`` file was written (negative: dated in the future), or None."""
+    try:
+        return time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def is_stale(age: float) -> bool:
+    """Whether a lock file of this age was left behind (see :data:`STALE_LOCK_SECONDS`)."""
+    return age > STALE_LOCK_SECONDS or age < -_FUTURE_SLACK_SECONDS
+
+
+def open_lock_file(path: Path) -> int:
+    """A descriptor of a small lock file (made 0600, with its directory), or STORE."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from None
+
+
+def flock_polling(fd: int, deadline: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` before the monotonic ``deadline``; False if not."""
+    delay = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+@contextmanager
+def flocked(path: Path, *, wait: float | None, busy: Callable[[], GitleaseError]) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on the file ``path``; yields its descriptor.
+
+    Re-entrant within a thread (a thread that holds it gets it again at no cost);
+    another thread of the same process waits like any other process, since each
+    thread opens its own descriptor. ``wait``: seconds to wait before ``busy()`` is
+    raised (None: as long as it takes). Closing the descriptor drops the lock, so
+    a killed holder frees it at once.
+    """
+    held: dict[str, int] = _HELD.__dict__.setdefault("fds", {})
+    key = str(path)
+    if key in held:
+        yield held[key]
+        return
+    fd = open_lock_file(path)
+    try:
+        if wait is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        elif not flock_polling(fd, time.monotonic() + wait):
+            raise busy()
+        held[key] = fd
+        yield fd
+    finally:
+        held.pop(key, None)
+        os.close(fd)

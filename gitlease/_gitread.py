@@ -1,0 +1,101 @@
+"""Reading refs and blobs with plain git: output parsers and the checks libgit2 lacks.
+
+The store reads with ``git`` processes (no pygit2 import: it costs more than a
+whole read), so the parsing of their output, and of ``packed-refs`` where
+libgit2 would silently skip a damaged line, lives here. No I/O but the files
+and bytes it is given.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .value import Value
+
+#: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
+UNREADABLE_OID = "0" * 40
+_PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
+_PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
+
+
+class Snapshot(Value):
+    """What a ref held when it was read: its object id and the blob's bytes."""
+
+    __slots__ = ("ref", "oid", "data", "problem", "first_seen_ms")
+    _defaults: ClassVar[dict[str, Any]] = {"problem": None, "first_seen_ms": None}
+    ref: str
+    oid: str | None  # None: the ref does not exist
+    data: bytes | None  # None: absent ref
+    problem: str | None  # set when the ref exists but cannot be read as a blob
+    #: Remote stores only: when this host first saw this object id at this ref (boot clock).
+    first_seen_ms: int | None
+
+
+def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
+    """Why ``packed-refs`` cannot back libgit2's "``ref`` is absent", or None.
+
+    libgit2 skips lines it cannot parse, so a damaged line could hide ``ref``:
+    every line must have the repository's object id length, and no line may
+    name ``ref`` at all.
+    """
+    try:
+        data = (git_dir / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"packed-refs cannot be read ({exc.strerror})"
+    pattern = _PACKED_REFS_SHA256 if _sha256(git_dir) else _PACKED_REFS_SHA1
+    if pattern.fullmatch(data) and b" " + ref.encode() + b"\n" not in data:
+        return None
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if line and not line.startswith(b"#") and not pattern.fullmatch(line + b"\n"):
+            return f"packed-refs is corrupt at line {number}"
+        if line.endswith(b" " + ref.encode()):
+            return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
+    return None
+
+
+def _sha256(git_dir: Path) -> bool:
+    try:
+        config = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "objectformat = sha256" in config.lower().replace("\t", " ")
+
+
+def stderr_text(result: subprocess.CompletedProcess[bytes]) -> str:
+    """What a git command said on stderr (or its exit status), for a message."""
+    return result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}"
+
+
+def parse_for_each_ref(out: bytes) -> list[Snapshot]:
+    """Snapshots from ``for-each-ref --format='%(refname) %(objectname) %(objecttype)
+    %(raw:size)%0a%(raw)'``."""
+    snapshots = []
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
+        ref, oid, kind, size = out[pos:end].decode("utf-8").split(" ")
+        start = end + 1
+        stop = start + int(size)
+        data = out[start:stop]
+        pos = stop + 1  # for-each-ref ends every entry with a newline
+        if kind == "blob":
+            snapshots.append(Snapshot(ref, oid, data))
+        else:
+            snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))
+    return snapshots
+
+
+def broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:
+    """Refs git reported as broken (and skipped) under ``pattern``: unreadable snapshots."""
+    broken = []
+    for line in stderr.decode("utf-8", "replace").splitlines():
+        if "ignoring broken ref" in line:
+            ref = line.rsplit(" ", 1)[-1]
+            if ref == pattern or (pattern.endswith("/") and ref.startswith(pattern)):
+                broken.append(Snapshot(ref, UNREADABLE_OID, None, "the ref file is corrupt"))
+    return broken

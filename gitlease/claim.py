@@ -1,0 +1,190 @@
+"""The claim model: what a record means now, judged without touching the store.
+
+A snapshot of a ref becomes a :class:`Claim` with a state (``active``,
+``expired``, ``released``, ``free``, ``invalid``) through :func:`judge`: the
+record is parsed and verified, checked to name its own resource, and timed on
+this host's boot clock. Nothing here reads or writes the store, so every
+decision elsewhere can be made from exactly what was read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ._gitread import Snapshot
+from .clock import Now, format_duration, parse_rfc3339
+from .errors import CorruptRecordError, HeldError, UsageError
+from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, parse_and_verify
+from .refname import decode
+from .value import Value
+
+GUARANTEES = {
+    GUARDED: "guarded: gitlease refuses other callers while the claim is active; local writes "
+    "through exec, replace-file and the commit hooks are checked against it",
+    COORDINATION_ONLY: "coordination only: cooperating callers on this host see the claim and "
+    "choose other work; the remote mutation itself is not fenced",
+}
+
+
+class Claim(Value):
+    """What a resource's ref says now, for people and programs (never secret)."""
+
+    __slots__ = ("resource", "ref", "state", "record", "oid", "problem", "expires_in_ms", "bound")
+    _defaults: ClassVar[dict[str, Any]] = {
+        "record": None, "oid": None, "problem": None, "expires_in_ms": None, "bound": False,
+    }  # fmt: skip
+    resource: str
+    ref: str
+    state: str  # active, expired, released, free, invalid
+    record: Record | None
+    oid: str | None
+    problem: str | None
+    expires_in_ms: int | None
+    bound: bool
+
+    @property
+    def active(self) -> bool:
+        """Whether the record is a held claim that has not expired."""
+        return self.state == "active"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The claim as the JSON document every command prints (docs/reference/json.md)."""
+        r = self.record
+        doc: dict[str, Any] = {
+            "resource": self.resource,
+            "ref": self.ref,
+            "state": self.state,
+            "claim_id": r.claim_id if r else None,
+            "owner": r.owner if r else None,
+            "revision": r.revision if r else None,
+            "bundle_id": r.bundle_id if r else None,
+            "mode": r.mode if r else None,
+            "acquired_at": r.acquired_at if r else None,
+            "renewed_at": r.renewed_at if r else None,
+            "released_at": r.released_at if r else None,
+            "expires_at": r.expires_at if r else None,
+            "expires_in": None if self.expires_in_ms is None else self.expires_in_ms / 1000,
+            "renew_by": r.renew_by if r and r.held else None,
+            "note": r.note if r else None,
+            "checkpoint": r.checkpoint if r else None,
+            "oid": self.oid,
+            "guarantee": GUARANTEES.get(r.mode) if r else None,
+            "bound": self.bound,
+        }
+        if self.problem:
+            doc["problem"] = self.problem
+        return doc
+
+    def describe(self) -> str:
+        """One line naming resource, claim id, owner, revision and expiry (for diagnostics)."""
+        r = self.record
+        if self.state == "free" or r is None:
+            extra = f": {self.problem}" if self.problem else ""
+            return f"{self.resource} is {self.state}{extra}"
+        left = self.expires_in_ms
+        if self.state == "active" and left is not None:
+            when = f"expires {r.expires_at} (in {format_duration(left)})"
+        elif self.state == "released":
+            when = f"released {r.released_at}"
+        else:
+            ago = f" ({format_duration(-left)} ago)" if left is not None else ""
+            when = f"expired {r.expires_at}{ago}"
+        bundle = f", bundle {r.bundle_id}" if r.bundle_id else ""
+        return (
+            f"{self.resource}: claim {r.claim_id} by {r.owner}, revision {r.revision}"
+            f"{bundle}, {self.state}, {when}"
+        )
+
+
+def is_expired(record: Record, now: Now, first_seen_ms: int | None = None) -> bool:
+    """Judged on this host's boot clock.
+
+    A record written in this boot carries its expiry on that clock. Any other
+    record is expired, unless ``first_seen_ms`` says when this host first saw it
+    (a remote store, where other hosts write): then it expires once this host
+    has seen it unchanged for a whole TTL (:func:`observed_lifetime_ms`).
+    Holders pass no sighting: their own claim counts only on their own clock.
+    """
+    if record.boot_id != now.boot and first_seen_ms is None:
+        return True
+    return remaining_ms(record, now, first_seen_ms) <= 0
+
+
+def remaining_ms(record: Record, now: Now, first_seen_ms: int | None = None) -> int:
+    """Milliseconds the claim has left on this host's clock (negative: expired that long ago)."""
+    if record.boot_id == now.boot:
+        return record.boot_expires_ms - now.boot_ms
+    if first_seen_ms is not None:
+        return first_seen_ms + observed_lifetime_ms(record.ttl_ms) - now.boot_ms
+    return min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
+
+
+def observed_lifetime_ms(ttl_ms: int) -> int:
+    """How long another host's record must be seen unchanged before it counts as expired.
+
+    A whole TTL, counted from this host's first sighting, which comes after the
+    write (so after the holder started its own TTL), plus 1% for the two boot
+    clocks' rates differing (NTP slews at most 0.05%). Other hosts' clock
+    readings never enter into it.
+    """
+    return ttl_ms + ttl_ms // 100
+
+
+def judge(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
+    """The claim a snapshot shows: parsed, verified, checked to name its own resource, timed.
+
+    ``resource``: what the caller asked for (None: decoded from the ref name).
+    """
+    if resource is None:
+        try:
+            resource = decode(snap.ref)
+        except UsageError:
+            resource = snap.ref
+    if snap.oid is None:
+        return Claim(resource, snap.ref, "free")
+    try:
+        record = verified(snap, resource)
+    except CorruptRecordError as exc:
+        return Claim(resource, snap.ref, "invalid", oid=snap.oid, problem=str(exc))
+    left: int | None = remaining_ms(record, now, snap.first_seen_ms)
+    if record.state == RELEASED:
+        state = "released"
+        left = None
+    elif is_expired(record, now, snap.first_seen_ms):
+        state = "expired"
+    else:
+        state = "active"
+    return Claim(resource, snap.ref, state, record, snap.oid, expires_in_ms=left)
+
+
+def verified(snap: Snapshot, resource: str) -> Record:
+    """The snapshot's record, or :class:`CorruptRecordError` if it cannot be trusted."""
+    if snap.problem or snap.data is None:
+        raise CorruptRecordError(f"the ref of {resource!r} cannot be read: {snap.problem}")
+    record = parse_and_verify(snap.data)
+    if record.resource != resource:
+        raise CorruptRecordError(f"the ref of {resource!r} holds a record for {record.resource!r}")
+    return record
+
+
+def corrupt_error(claim: Claim) -> CorruptRecordError:
+    """STORE for an invalid record: it is never granted over, only repaired or fixed by hand."""
+    return CorruptRecordError(
+        f"{claim.resource}: the record is corrupt or tampered with ({claim.problem}); "
+        "it is never granted over. Run `gitlease verify`, then `gitlease verify --repair` "
+        "or fix it by hand",
+        claim=claim.to_dict(),
+    )
+
+
+def held_error(claim: Claim, own_receipt: Path | None = None) -> HeldError:
+    """HELD naming the holder; with ``own_receipt``, says the active claim is the caller's."""
+    if own_receipt is not None:
+        message = (
+            f"{claim.describe()}. The active claim is yours (receipt {own_receipt}): "
+            "heartbeat or release it instead; acquire never takes over an active claim"
+        )
+    else:
+        message = f"{claim.describe()}. Choose other ready work, or wait"
+    return HeldError(message, claim=claim.to_dict(), holder=claim)

@@ -1,0 +1,401 @@
+"""The engine of every owned write, over one ref or many: acquire, renew, release, check.
+
+Every ownership decision follows one pattern: take the guards of every ref
+involved (in ref order, so two bundles never deadlock), read the current
+records, decide from exactly what was read, then compare-and-swap every ref
+against the object id that was read, in one reference transaction (one atomic
+push for a remote store). Nothing here overwrites a record it could not verify.
+When a ref moved between the read and the write, the decision is made again
+from a fresh read (:func:`with_cas_retry`); ``--wait`` retries HELD answers
+with backoff and jitter (:func:`retry_until`).
+
+The single-resource commands (:mod:`gitlease.lease`) and bundles
+(:mod:`gitlease.bundle`) are thin wrappers over these functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TypeVar
+
+from . import ownership
+from . import receipts as receipts_mod
+from ._gitread import Snapshot
+from .claim import Claim, corrupt_error, held_error, is_expired, judge
+from .clock import Now, format_duration, rfc3339
+from .errors import (
+    AmbiguousError,
+    CompareAndSwapFailed,
+    CorruptRecordError,
+    GitleaseError,
+    HeldError,
+    LostError,
+    UsageError,
+)
+from .receipts import ClaimRef, Receipt
+from .record import (
+    HELD,
+    RELEASED,
+    Record,
+    SigningKey,
+    new_bundle_id,
+    new_claim_id,
+    new_token,
+)
+from .refname import encode
+from .request import AcquireRequest
+from .store import Store
+from .waiting import Waiting, retry_until
+
+#: How often a decision is made again when the ref keeps moving under it.
+CAS_ATTEMPTS = 5
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------ guards and retries
+
+
+@contextmanager
+def guards(store: Store, refs: Iterable[str]) -> Iterator[None]:
+    """Hold the guards of several refs at once, always taken in ref order (no deadlock)."""
+    with ExitStack() as stack:
+        for ref in sorted(set(refs)):
+            stack.enter_context(store.guard(ref))
+        yield
+
+
+def with_cas_retry(attempt: Callable[[], T], refresh: Callable[[], None] | None = None) -> T:
+    """Decide again when the ref moved under us (with a fresh look at the store first)."""
+    for i in range(CAS_ATTEMPTS):
+        try:
+            return attempt()
+        except CompareAndSwapFailed:
+            if i == CAS_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (i + 1))
+            if refresh is not None:
+                refresh()
+    raise AssertionError("unreachable")
+
+
+# ------------------------------------------------------------------ acquire
+
+
+def acquire_claims(
+    store: Store, request: AcquireRequest, on_wait: Callable[[Waiting], None] | None = None
+) -> tuple[list[Claim], Receipt]:
+    """Take every resource of ``request`` or none: (the new claims in order, the receipt)."""
+    store.prepare_write()
+
+    def attempt() -> tuple[list[Claim], Receipt]:
+        _refuse_early(store, request)
+        with guards(store, request.refs):
+            written, rec = _take(store, request)
+        if request.bind and store.location.worktree_git_dir is not None:
+            ownership.bind_all(store, rec)
+            written = [c.replace(bound=True) for c in written]
+        if request.receipt is None:
+            ownership.tidy(rec)
+        return written, rec
+
+    return retry_until(
+        request.wait_ms, lambda: with_cas_retry(attempt, refresh=store.refresh), on_wait
+    )
+
+
+def _judge_members(
+    store: Store, request: AcquireRequest, snaps: list[Snapshot], now: Now
+) -> list[Claim]:
+    """The members' claims, or HELD / STORE if any of them cannot be taken."""
+    claims = [judge(s, now, r) for s, r in zip(snaps, request.resources, strict=True)]
+    for claim in claims:
+        if claim.state == "invalid":
+            raise corrupt_error(claim)
+        if claim.state == "active":
+            raise held_error(claim, ownership.own_receipt_for(store, claim, request.receipt))
+    return claims
+
+
+def _refuse_early(store: Store, request: AcquireRequest) -> None:
+    """Refuse without the guard when what the store shows cannot be taken (on a fresh look
+    if the store's view can be behind)."""
+    try:
+        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+    except (HeldError, CorruptRecordError):
+        if not store.recheck_refusal():
+            raise
+        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+
+
+def _take(store: Store, request: AcquireRequest) -> tuple[list[Claim], Receipt]:
+    """Under the guards: read, judge, write the receipt, then compare-and-swap every ref."""
+    now = Now.read()
+    snaps = [store.read(ref) for ref in request.refs]
+    claims = _judge_members(store, request, snaps, now)
+    if request.receipt is not None:
+        ownership.refuse_live_explicit(store, request.receipt, now)
+    token = new_token()
+    key = SigningKey(token)
+    bundle_id = new_bundle_id() if request.bundle else None
+    records = [
+        _new_record(store, request, claim, snap, key, now, bundle_id)
+        for claim, snap in zip(claims, snaps, strict=True)
+    ]
+    claim_refs = tuple(
+        ClaimRef(r.resource, ref, r.claim_id, r.revision)
+        for r, ref in zip(records, request.refs, strict=True)
+    )
+    path = request.receipt or ownership.default_receipt_path(
+        store, request.refs[0], records[0].claim_id, bundle_id
+    )
+    rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
+    receipts_mod.write(rec, exclusive=request.receipt is None)
+    return _commit_acquire(store, rec, snaps, records, now), rec
+
+
+def _new_record(
+    store: Store,
+    request: AcquireRequest,
+    claim: Claim,
+    snap: Snapshot,
+    key: SigningKey,
+    now: Now,
+    bundle_id: str | None,
+) -> Record:
+    previous = claim.record
+    revision = previous.revision + 1 if previous else store.revision_floor(snap.ref) + 1
+    stamp = rfc3339(now.wall_ms)
+    ttl_ms = request.ttl_ms
+    return Record(
+        resource=claim.resource,
+        state=HELD,
+        claim_id=new_claim_id(),
+        owner=request.owner,
+        revision=revision,
+        bundle_id=bundle_id,
+        mode=request.mode,
+        acquired_at=stamp,
+        renewed_at=stamp,
+        released_at=None,
+        expires_at=rfc3339(now.wall_ms + ttl_ms),
+        renew_by=rfc3339(now.wall_ms + ttl_ms // 2),
+        ttl_ms=ttl_ms,
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms + ttl_ms,
+        note=request.note,
+        checkpoint=None,
+        public_key=key.public_hex,
+        previous=snap.oid,
+    ).signed(key)
+
+
+def _commit_acquire(
+    store: Store, rec: Receipt, snaps: list[Snapshot], records: list[Record], now: Now
+) -> list[Claim]:
+    """Compare-and-swap every member; settle an error by looking at what actually landed."""
+    first = records[0]
+    what = f"bundle {first.bundle_id}" if first.bundle_id else first.claim_id
+    message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
+    updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
+    try:
+        oids = store.compare_and_swap_many(updates, message)
+    except BaseException as exc:
+        if not store.outcome_readable(exc):
+            raise  # the receipt stays, to settle the outcome with `show`
+        landed = _landed(store, records)
+        if landed == len(records):
+            oids = [store.read(r.ref).oid or "" for r in rec.claims]
+        elif landed == 0:
+            receipts_mod.remove(rec.path)
+            raise
+        else:
+            raise AmbiguousError(
+                f"the acquire was interrupted after {landed} of {len(records)} members were "
+                f"written ({exc}); compare receipt {rec.path} with `gitlease bundle show`. "
+                "The written members expire by their TTL"
+            ) from exc
+    return [
+        judge(Snapshot(s.ref, oid, r.raw), now, r.resource)
+        for s, r, oid in zip(snaps, records, oids, strict=True)
+    ]
+
+
+def _landed(store: Store, records: list[Record]) -> int:
+    count = 0
+    for record in records:
+        try:
+            snap = store.read(encode(record.resource))
+        except GitleaseError:
+            continue
+        if snap.data == record.raw:
+            count += 1
+    return count
+
+
+# ------------------------------------------------------------------ owned claims
+
+
+def renew_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], new_ttl: int | None
+) -> list[Claim]:
+    """Extend each claim by its TTL (or ``new_ttl``). LOST if any expired: never revived."""
+    store.prepare_write()
+
+    def attempt() -> list[Claim]:
+        with guards(store, [c.ref for c in claim_refs]):
+            now = Now.read()
+            plans = []
+            for claim_ref in claim_refs:
+                snap = store.read(claim_ref.ref)
+                claim = judge(snap, now, claim_ref.resource)
+                record = ownership.owned_record(claim, rec, claim_ref)
+                if record.state == RELEASED:
+                    raise LostError(
+                        f"claim {claim_ref.claim_id} on {claim.resource} was released",
+                        claim=claim.to_dict(),
+                    )
+                if is_expired(record, now):
+                    raise LostError(
+                        f"{claim.describe()}: an expired claim is never renewed. Stop mutating, "
+                        "preserve progress, re-acquire",
+                        claim=claim.to_dict(),
+                    )
+                plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
+            return _write(store, rec, plans, "heartbeat", now)
+
+    # From what this host last saw: its own writes are mirrored at once, and if the
+    # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
+    return with_cas_retry(attempt, refresh=store.refresh)
+
+
+def _renewed(record: Record, now: Now, ttl_ms: int, oid: str | None) -> Record:
+    return record.evolve(
+        renewed_at=rfc3339(now.wall_ms),
+        expires_at=rfc3339(now.wall_ms + ttl_ms),
+        renew_by=rfc3339(now.wall_ms + ttl_ms // 2),
+        ttl_ms=ttl_ms,
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms + ttl_ms,
+        previous=oid,
+    )
+
+
+def release_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], checkpoint: str | None
+) -> list[Claim]:
+    """Write each claim's tombstone; idempotent for the caller's own released claims."""
+    if checkpoint is not None and "\0" in checkpoint:
+        raise UsageError("a checkpoint must not contain NUL characters")
+    store.prepare_write()
+
+    def attempt() -> list[Claim]:
+        with guards(store, [c.ref for c in claim_refs]):
+            now = Now.read()
+            plans: list[tuple[Snapshot, Record]] = []
+            done: list[Claim] = []
+            for claim_ref in claim_refs:
+                snap = store.read(claim_ref.ref)
+                claim = judge(snap, now, claim_ref.resource)
+                record = ownership.owned_record(claim, rec, claim_ref)
+                if record.state == RELEASED:
+                    done.append(claim)
+                    continue
+                if is_expired(record, now):
+                    raise LostError(
+                        f"{claim.describe()}: released nothing. Your last writes may have come "
+                        "after your ownership ended",
+                        claim=claim.to_dict(),
+                    )
+                plans.append((snap, _tombstone(record, now, checkpoint, snap.oid)))
+            written = _write(store, rec, plans, "release", now) if plans else []
+            return done + written
+
+    claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
+    if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
+        # the token leaves the receipt once nothing it proves is held (a bundle member
+        # released on its own leaves the token for the others)
+        receipts_mod.write(receipts_mod.without_token(rec), exclusive=False)
+    wt = store.location.worktree_git_dir
+    if wt is not None:
+        for claim_ref in claim_refs:
+            receipts_mod.unbind(wt, claim_ref.ref, claim_ref.claim_id)
+    order = {c.ref: i for i, c in enumerate(claim_refs)}
+    return sorted(claims, key=lambda c: order[c.ref])
+
+
+def _tombstone(record: Record, now: Now, checkpoint: str | None, oid: str | None) -> Record:
+    return record.evolve(
+        state=RELEASED,
+        released_at=rfc3339(now.wall_ms),
+        expires_at=rfc3339(now.wall_ms),
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms,
+        checkpoint=checkpoint if checkpoint is not None else record.checkpoint,
+        previous=oid,
+    )
+
+
+def check_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], need_ms: int
+) -> list[Claim]:
+    """The caller still holds each claim, with at least ``need_ms`` left; LOST otherwise."""
+    now = Now.read()
+    if len(claim_refs) == 1:
+        snaps = [store.read(claim_refs[0].ref)]
+    else:
+        by_ref = {s.ref: s for s in store.read_all()}
+        snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in claim_refs]
+    return [
+        _held_now(judge(snap, now, c.resource), rec, c, now, need_ms)
+        for c, snap in zip(claim_refs, snaps, strict=True)
+    ]
+
+
+def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms: int) -> Claim:
+    record = ownership.owned_record(claim, rec, claim_ref)
+    if record.state == RELEASED or not rec.token:
+        raise LostError(
+            f"claim {claim_ref.claim_id} on {claim.resource} was released",
+            claim=claim.to_dict(),
+        )
+    if record.boot_id != now.boot:  # a claim counts only on its holder's own clock
+        raise LostError(
+            f"claim {claim_ref.claim_id} on {claim.resource} was written on another host "
+            "or before this host last booted: it is not held here. Stop mutating, "
+            "preserve progress, re-acquire",
+            claim=claim.to_dict(),
+        )
+    if claim.state != "active":
+        raise LostError(
+            f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
+            claim=claim.to_dict(),
+        )
+    left = claim.expires_in_ms or 0
+    if left < need_ms:
+        raise LostError(
+            f"{claim.describe()}: only {format_duration(left)} left, "
+            f"{format_duration(need_ms)} required. Heartbeat first",
+            claim=claim.to_dict(),
+        )
+    return claim
+
+
+def _write(
+    store: Store, rec: Receipt, plans: list[tuple[Snapshot, Record]], verb: str, now: Now
+) -> list[Claim]:
+    """Sign and compare-and-swap every planned record in one transaction."""
+    if rec.token is None:
+        raise LostError(f"receipt {rec.path} has no token: it proves no claim")
+    key = SigningKey(rec.token)
+    signed = [(snap, record.signed(key)) for snap, record in plans]
+    first = signed[0][1]
+    message = f"gitlease {verb}: {first.claim_id} revision {first.revision}"
+    oids = store.compare_and_swap_many(
+        [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed], message
+    )
+    return [
+        judge(Snapshot(snap.ref, oid, record.raw), now, record.resource)
+        for (snap, record), oid in zip(signed, oids, strict=True)
+    ]

@@ -1,0 +1,269 @@
+"""Which receipt proves which claim: finding the caller's receipt and judging it.
+
+A caller holds a claim when it has the receipt whose token derives the key in
+the current record (docs/concepts.md). This module finds receipts (an explicit
+``--receipt``/``GITLEASE_RECEIPT``, else the current worktree's), tells a
+receipt's claim from the record now at the ref, and tidies receipts that can
+never prove anything again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import receipts as receipts_mod
+from ._files import mtime
+from .claim import Claim, judge
+from .clock import Now
+from .errors import GitleaseError, HeldError, LostError, ReceiptError, UsageError
+from .location import state_home
+from .receipts import Binding, ClaimRef, Receipt
+from .record import RELEASED, Record, SigningKey
+from .refname import encode, validate_resource
+from .store import Store
+
+
+def receipt_dir(store: Store) -> Path:
+    """Where this worktree's receipts live (per-user state outside a worktree)."""
+    return receipts_mod.default_dir(store.location.worktree_git_dir, state_home())
+
+
+def load_receipt(
+    store: Store, resource: str | None, receipt: str | os.PathLike[str] | None
+) -> tuple[Receipt, ClaimRef]:
+    """Find the caller's receipt: ``--receipt``/``GITLEASE_RECEIPT``, else this worktree's."""
+    if resource is not None:
+        validate_resource(resource)
+    explicit = receipts_mod.explicit_path(receipt)
+    if explicit is not None:
+        rec = receipts_mod.read(explicit)
+        _same_store(store, rec)
+        return rec, _pick_claim(rec, resource)
+    directory = receipt_dir(store)
+    if resource is None:
+        return _only_receipt(store, directory)
+    ref = encode(resource)
+    current = judge(store.read(ref), Now.read(), resource)
+    current_id = current.record.claim_id if current.record else None
+    first_error: GitleaseError | None = None
+    matches: list[tuple[Receipt, ClaimRef]] = []
+    for path in receipts_mod.candidates(directory, ref):
+        try:
+            rec = receipts_mod.read(path)
+        except ReceiptError as exc:
+            first_error = first_error or exc
+            continue
+        claim_ref = rec.claim_for(resource)
+        if claim_ref is None:
+            continue
+        if claim_ref.claim_id == current_id:
+            return rec, claim_ref
+        matches.append((rec, claim_ref))
+    if matches:
+        return max(matches, key=lambda m: m[1].revision)
+    if first_error is not None:
+        raise first_error
+    raise ReceiptError(
+        f"no receipt for {resource} in {directory}: you do not hold it here "
+        "(pass --receipt if the claim was taken elsewhere)",
+        claim=current.to_dict(),
+    )
+
+
+def _same_store(store: Store, rec: Receipt) -> None:
+    if rec.store != str(store.git_dir):
+        raise UsageError(
+            f"receipt {rec.path} belongs to the store {rec.store}, not {store.git_dir}"
+        )
+
+
+def _pick_claim(rec: Receipt, resource: str | None) -> ClaimRef:
+    if resource is None:
+        if len(rec.claims) == 1:
+            return rec.claims[0]
+        raise UsageError(
+            f"receipt {rec.path} holds a bundle of {len(rec.claims)} claims: name the resource, "
+            "or use `gitlease bundle ...`"
+        )
+    claim_ref = rec.claim_for(resource)
+    if claim_ref is None:
+        raise ReceiptError(f"receipt {rec.path} holds no claim on {resource}")
+    return claim_ref
+
+
+def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
+    """The one single-claim receipt here with a live token (else the newest released one,
+    so that a retried ``release`` without a resource answers success)."""
+    live, spent = _receipts_here(store, directory, bundles=False)
+    if len(live) == 1:
+        return live[0], live[0].claims[0]
+    if not live and spent:
+        newest = max(spent, key=lambda r: mtime(r.path))
+        return newest, newest.claims[0]
+    if not live:
+        raise ReceiptError(f"no receipt with a live token in {directory}: name the resource")
+    names = ", ".join(sorted(r.claims[0].resource for r in live))
+    raise UsageError(f"this worktree holds receipts for several resources ({names}): name one")
+
+
+def _receipts_here(
+    store: Store, directory: Path, *, bundles: bool
+) -> tuple[list[Receipt], list[Receipt]]:
+    """(with a token, without) among this store's single-claim or bundle receipts here."""
+    live: list[Receipt] = []
+    spent: list[Receipt] = []
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        if (
+            not name.endswith(".json")
+            or name.startswith(".")
+            or name.startswith("bundle-") != bundles
+        ):
+            continue
+        try:
+            rec = receipts_mod.read(directory / name)
+        except GitleaseError:
+            continue
+        if rec.store == str(store.git_dir):
+            (live if rec.token else spent).append(rec)
+    return live, spent
+
+
+def load_bundle_receipt(
+    store: Store, bundle_id: str | None, receipt: str | os.PathLike[str] | None
+) -> Receipt:
+    """A bundle's receipt: ``--receipt``, by bundle id, or the one bundle held here."""
+    explicit = receipts_mod.explicit_path(receipt)
+    if explicit is not None:
+        return receipts_mod.read(explicit)
+    directory = receipt_dir(store)
+    if bundle_id is not None:
+        return receipts_mod.read(receipts_mod.bundle_path(directory, bundle_id))
+    live, spent = _receipts_here(store, directory, bundles=True)
+    if len(live) == 1:
+        return live[0]
+    if not live and spent:  # a retried `bundle release`: the newest released bundle
+        return max(spent, key=lambda r: mtime(r.path))
+    raise UsageError(
+        "name the bundle id (or --receipt): "
+        + (f"{len(live)} bundles are held here" if live else "no bundle receipt here")
+    )
+
+
+def owned_record(claim: Claim, receipt: Receipt, claim_ref: ClaimRef) -> Record:
+    """The current record if it is still the receipt's claim; LOST with the reason otherwise."""
+    if claim.state == "invalid":
+        raise LostError(
+            f"{claim.resource}: the record no longer verifies ({claim.problem}); your claim "
+            f"{claim_ref.claim_id} cannot be shown to be held. Stop mutating; "
+            "run `gitlease verify`",
+            claim=claim.to_dict(),
+        )
+    record = claim.record
+    if record is None:
+        raise LostError(
+            f"{claim.resource}: the ref is gone; claim {claim_ref.claim_id} is not held",
+            claim=claim.to_dict(),
+        )
+    if record.claim_id != claim_ref.claim_id or record.revision != claim_ref.revision:
+        raise LostError(
+            f"claim {claim_ref.claim_id} (revision {claim_ref.revision}) was replaced: "
+            f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
+            claim=claim.to_dict(),
+        )
+    if not receipt.token:
+        if record.state == RELEASED:
+            return record
+        raise ReceiptError(f"receipt {receipt.path} has no token", claim=claim.to_dict())
+    if SigningKey(receipt.token).public_hex != record.public_key:
+        raise LostError(
+            f"{claim.resource}: the record's key does not match receipt {receipt.path}; "
+            "the record was replaced or forged",
+            claim=claim.to_dict(),
+        )
+    return record
+
+
+def own_receipt_for(store: Store, claim: Claim, explicit: Path | None) -> Path | None:
+    """A receipt of the caller's that proves the active claim is the caller's own."""
+    record = claim.record
+    if record is None:
+        return None
+    paths = [explicit] if explicit else receipts_mod.candidates(receipt_dir(store), claim.ref)
+    for path in paths:
+        try:
+            rec = receipts_mod.read(path)
+        except GitleaseError:
+            continue
+        ref = rec.claim_for(claim.resource)
+        ours = ref is not None and ref.claim_id == record.claim_id and rec.token is not None
+        if ours and SigningKey(rec.token or "").public_hex == record.public_key:
+            return path
+    return None
+
+
+def refuse_live_explicit(store: Store, path: Path, now: Now) -> None:
+    """An explicit receipt path that still proves an active claim is never overwritten."""
+    if not path.exists():
+        return
+    try:
+        old = receipts_mod.read(path)
+    except GitleaseError:
+        return
+    if not old.token:
+        return
+    for claim_ref in old.claims:
+        claim = judge(store.read(claim_ref.ref), now, claim_ref.resource)
+        if claim.state == "active" and claim.record and claim.record.claim_id == claim_ref.claim_id:
+            raise HeldError(
+                f"receipt {path} still proves your active claim on {claim_ref.resource}: "
+                "release it first or choose another --receipt",
+                claim=claim.to_dict(),
+            )
+
+
+def default_receipt_path(store: Store, ref: str, claim_id: str, bundle_id: str | None) -> Path:
+    """A fresh receipt's place in this worktree: one file per claim attempt (or bundle)."""
+    directory = receipt_dir(store)
+    if bundle_id is not None:
+        return receipts_mod.bundle_path(directory, bundle_id)
+    return receipts_mod.default_path(directory, ref, claim_id)
+
+
+def bind_all(store: Store, rec: Receipt) -> None:
+    """Bind this worktree to every claim of ``rec`` (the commit hooks check them)."""
+    wt = store.location.worktree_git_dir
+    if wt is None:
+        return
+    for c in rec.claims:
+        receipts_mod.bind(wt, Binding(c.resource, c.ref, c.claim_id, str(rec.path)))
+
+
+def tidy(rec: Receipt) -> None:
+    """Drop this worktree's receipts that can never prove anything again.
+
+    Those of released claims, once a day old (any resource), and the older ones
+    of the same resource: a receipt of a lower or equal revision belongs to a
+    claim that was replaced (or to a racing acquire whose compare-and-swap must
+    fail); a token-less one to a released claim.
+    """
+    receipts_mod.remove_spent(rec.path.parent)
+    if rec.bundle_id is not None:
+        return
+    claim = rec.claims[0]
+    for path in receipts_mod.candidates(rec.path.parent, claim.ref):
+        if path == rec.path or path.name.startswith("bundle-"):
+            continue
+        try:
+            old = receipts_mod.read(path)
+        except GitleaseError:
+            continue
+        mine = old.claim_for(claim.resource)
+        if old.store != rec.store:
+            continue  # a claim in another store (--store): not ours to judge
+        if mine and (old.token is None or mine.revision < claim.revision):
+            receipts_mod.remove(path)

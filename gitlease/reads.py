@@ -1,0 +1,116 @@
+"""Reading claims without owning them: show, list, free, log.
+
+Reads never take a guard and never write, except that a remote store fetches
+first (:meth:`~gitlease.store.Store.refresh`). A record that does not verify
+is shown as ``invalid``: ``show`` exits STORE on it, ``list`` carries on,
+``free`` never offers it (docs/reference/exit-codes.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from . import receipts as receipts_mod
+from ._gitread import Snapshot
+from .claim import Claim, corrupt_error, judge
+from .clock import Now
+from .receipts import Binding
+from .refname import encode, validate_resource
+from .store import Store
+
+
+def show(store: Store, resource: str) -> Claim:
+    """The record of one resource, non-secret; STORE if it does not verify."""
+    ref = encode(resource)
+    store.refresh()
+    claim = judge(store.read(ref), Now.read(), resource)
+    claim = mark_bound(store, [claim])[0]
+    if claim.state == "invalid":
+        raise corrupt_error(claim)
+    return claim
+
+
+def list_claims(
+    store: Store, *, state: str | None = None, prefix: str | None = None
+) -> list[Claim]:
+    """Every claim in the store (invalid ones included and marked), in one pass over the refs."""
+    store.refresh()
+    now = Now.read()
+    claims = [judge(s, now) for s in store.read_all()]
+    if prefix:
+        claims = [c for c in claims if c.resource.startswith(prefix)]
+    if state:
+        claims = [c for c in claims if c.state == state]
+    claims.sort(key=lambda c: c.resource)
+    return mark_bound(store, claims)
+
+
+def free(store: Store, resources: Iterable[str]) -> list[Claim]:
+    """Of the given resources, those that could be acquired now (never an invalid one)."""
+    wanted = [validate_resource(r) for r in resources]
+    if wanted:
+        store.refresh()
+    now = Now.read()
+    by_ref = {s.ref: s for s in store.read_all()} if wanted else {}
+    out, seen = [], set()
+    for resource in wanted:
+        ref = encode(resource)
+        if ref in seen:
+            continue
+        seen.add(ref)
+        claim = judge(by_ref.get(ref, Snapshot(ref, None, None)), now, resource)
+        if claim.state in ("free", "released", "expired"):
+            out.append(claim)
+    return out
+
+
+def log(store: Store, resource: str) -> list[Claim]:
+    """Every transition, oldest first, following the records' own chain (not the reflog)."""
+    ref = encode(resource)
+    store.refresh()
+    now = Now.read()
+    snap = store.read(ref)
+    chain: list[Claim] = []
+    seen: set[str] = set()
+    while snap.oid is not None and snap.oid not in seen:
+        seen.add(snap.oid)
+        claim = judge(snap, now, resource)
+        chain.append(claim)
+        if claim.record is None or claim.record.previous is None:
+            break
+        data, problem = store.read_blob(claim.record.previous)
+        if data is None:
+            break  # pruned or collected: the chain starts here
+        snap = Snapshot(ref, claim.record.previous, data, problem)
+    chain.reverse()
+    return [_historic(c, chain[i + 1] if i + 1 < len(chain) else None) for i, c in enumerate(chain)]
+
+
+def _historic(claim: Claim, successor: Claim | None) -> Claim:
+    """A past record's state as it was: active until its own claim's next record, else expired."""
+    if successor is None or claim.record is None or claim.state in ("released", "invalid"):
+        return claim
+    same = successor.record is not None and successor.record.claim_id == claim.record.claim_id
+    return claim.replace(state="active" if same else "expired", expires_in_ms=None)
+
+
+def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
+    """The claims, with ``bound`` set on those this worktree is bound to."""
+    wt = store.location.worktree_git_dir
+    if wt is None:
+        return claims
+    bound = {(b.ref, b.claim_id) for b in receipts_mod.bindings(wt) if isinstance(b, Binding)}
+    if not bound:
+        return claims
+    return [
+        c.replace(bound=True) if c.record and (c.ref, c.record.claim_id) in bound else c
+        for c in claims
+    ]
+
+
+def iter_resources(lines: Iterable[str]) -> Iterator[str]:
+    """Resources from text lines (``-`` on the command line): blank lines skipped."""
+    for line in lines:
+        line = line.rstrip("\r\n")
+        if line.strip():
+            yield line

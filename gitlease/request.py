@@ -1,0 +1,112 @@
+"""What a caller may ask of an acquire, checked before anything touches the store.
+
+TTL, owner label, note, mode, ``--wait``, an explicit receipt path: every
+argument is validated here (USAGE on anything wrong), so that the engine in
+:mod:`gitlease.core` works from a request that is known to be well formed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+from . import receipts as receipts_mod
+from .clock import parse_duration_ms
+from .errors import UsageError
+from .record import COORDINATION_ONLY, GUARDED
+from .refname import encode, validate_resource
+from .value import Value
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+DEFAULT_TTL_MS = 15 * 60_000
+MIN_TTL_MS = 1_000
+
+
+def resolve_ttl(ttl: str | int | None) -> int:
+    """A TTL in milliseconds (default 15 minutes, at least 1 second)."""
+    if ttl is None:
+        return DEFAULT_TTL_MS
+    ms = parse_duration_ms(ttl, name="TTL")
+    if ms < MIN_TTL_MS:
+        raise UsageError(f"bad TTL {ttl!r}: at least 1s")
+    return ms
+
+
+def default_owner() -> str:
+    """``user@host:pid`` (no socket or getpass import: ~5 ms on every acquire)."""
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        user = os.environ.get("USER") or str(os.getuid())
+    return f"{user}@{os.uname().nodename}:{os.getpid()}"
+
+
+def resolve_owner(owner: str | None) -> str:
+    """The owner label: given, ``GITLEASE_OWNER``, or :func:`default_owner`."""
+    owner = owner or os.environ.get("GITLEASE_OWNER") or default_owner()
+    if any(ord(c) < 0x20 for c in owner) or len(owner) > 200:
+        raise UsageError("an owner label must be at most 200 characters with no control characters")
+    return owner
+
+
+class AcquireRequest(Value):
+    """A validated acquire of one resource or a bundle, before anything touches the store."""
+
+    __slots__ = ("resources", "refs", "ttl_ms", "owner", "note", "mode", "wait_ms", "receipt",
+                 "bind", "bundle")  # fmt: skip
+    resources: tuple[str, ...]
+    refs: tuple[str, ...]
+    ttl_ms: int
+    owner: str
+    note: str | None
+    mode: str
+    wait_ms: int | None  # --wait: retry HELD answers this long
+    receipt: Path | None  # an explicit receipt path, or None for this worktree's
+    bind: bool  # bind this worktree to the new claims
+    bundle: bool  # give the claims a bundle id
+
+
+class AcquireOptions(TypedDict, total=False):
+    """The keyword options of every acquire (``acquire``, ``bundle.acquire_many``, ``exec``)."""
+
+    ttl: str | int | None  #: how long the claim lasts without a heartbeat (default 15m)
+    owner: str | None  #: a non-secret label (default ``GITLEASE_OWNER``, else user@host:pid)
+    note: str | None  #: shown with the claim
+    coordination_only: bool  #: the durable mutation happens elsewhere (recorded as the mode)
+    wait: str | int | None  #: retry HELD answers this long
+    receipt: str | os.PathLike[str] | None  #: an explicit receipt path
+    bind: bool  #: bind this worktree to the claim (default True)
+
+
+def acquire_request(
+    resources: Iterable[str], *, bundle: bool = False, **options: Unpack[AcquireOptions]
+) -> AcquireRequest:
+    """Check every argument of an acquire (USAGE on anything wrong; nothing was touched)."""
+    names = tuple(resources)
+    if not names:
+        raise UsageError("name at least one resource")
+    for resource in names:
+        validate_resource(resource)
+    refs = tuple(encode(r) for r in names)
+    if len(set(refs)) != len(refs):
+        dupes = sorted({r for r, ref in zip(names, refs, strict=True) if refs.count(ref) > 1})
+        raise UsageError(f"duplicate resources in one request: {', '.join(dupes)}")
+    note = options.get("note")
+    if note is not None and "\0" in note:
+        raise UsageError("a note must not contain NUL characters")
+    ttl_ms = resolve_ttl(options.get("ttl"))
+    owner = resolve_owner(options.get("owner"))
+    wait = options.get("wait")
+    wait_ms = parse_duration_ms(wait, name="--wait") if wait is not None else None
+    explicit = receipts_mod.explicit_path(options.get("receipt"))
+    if explicit is not None:
+        receipts_mod.check_explicit_location(explicit)
+    mode = COORDINATION_ONLY if options.get("coordination_only") else GUARDED
+    bind = options.get("bind", True)
+    return AcquireRequest(names, refs, ttl_ms, owner, note, mode, wait_ms, explicit, bind, bundle)
