@@ -326,13 +326,14 @@ class Report(Value):
                 + ("carries" if f.count == 1 else "carry")
             )
             lines.append(f"    {TRAILER}: {_shown(f.value)[:200]}")
-            lines.append(f"  {f.detail}")
+            lines += _wrapped(f.detail, "  ")
         for u in self.unclaimed:
-            lines.append(
+            lines += _wrapped(
                 f"{_shown(u.ref)}: {_plural(u.count, 'commit')} ({_commits(u.commits, u.count)}) "
                 + ("carries" if u.count == 1 else "carry")
                 + f" no {TRAILER} trailer, and this repository requires a claim for "
-                f"{_shown(u.ref)} ({REQUIRE_CONFIG}; protected: {', '.join(self.protect)})"
+                f"{_shown(u.ref)} ({REQUIRE_CONFIG}; protected: {', '.join(self.protect)})",
+                "",
             )
         lines.append("")
         advice: list[str] = []
@@ -359,7 +360,7 @@ class Report(Value):
                 "again."
             )
         for paragraph in advice:
-            lines += textwrap.wrap(paragraph, 92, break_on_hyphens=False)
+            lines += _wrapped(paragraph, "")
         return "\n".join(lines).rstrip() + "\n"
 
 
@@ -730,6 +731,11 @@ def _write(path: Path, data: bytes) -> None:
 def _shown(text: str) -> str:
     """Text from a commit or a record, safe to print: control characters escaped."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _wrapped(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, 92, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=False, break_long_words=False)  # fmt: skip
 
 
 def _plural(n: int, word: str) -> str:
