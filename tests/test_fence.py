@@ -534,6 +534,14 @@ def test_fence_check_reports_in_json_and_refuses_bad_input(cli, repo: Path) -> N
     )
     assert cli("fence-check", f"{base}..HEAD").out.startswith("fence-check: 3 commits, 1 claim")
 
+    elsewhere = fence.Trailer("claimed/elsewhere", "c-" + "2" * 16, 1).line()
+    assert cli("unbind", R).code == 0
+    commit(repo, "elsewhere", message=f"from another store\n\n{elsewhere}")
+    unknown = cli("fence-check", "HEAD~1..HEAD")
+    assert unknown.code == 4 and "has no claim on claimed/elsewhere" in unknown.err
+    assert "name it with --remote" in unknown.err, "a hint for a CI job that forgot --remote"
+    g("reset", "-q", "--hard", "HEAD~1", cwd=repo)
+
     g("config", "gitlease.requireClaim", "true", cwd=repo)
     assert cli("fence-check", "HEAD~1..HEAD").code == 0
     assert cli("fence-check", "HEAD").code == 4, "the first commit has no trailer"

@@ -78,4 +78,10 @@ def fence_check(
         emit(opts, report.to_dict(), None)
     else:
         click.echo(report.explain("gitlease fence-check:").rstrip(), err=True)
+        if store.remote is None and any(f.verdict == "unknown" for f in report.findings):
+            click.echo(
+                f"(The claims were read from {store.git_dir}, without fetching: where they live "
+                "at a git remote, name it with --remote.)",
+                err=True,
+            )
     return code
