@@ -106,7 +106,7 @@ def main() -> None:
     parts: dict[str, list[float]] = {k: [] for k in ("list", "read", "judge", "check")}
     for _ in range(n + 1):
         start = time.perf_counter()
-        new = fence.list_commits(git, [tip], ("--not", "--exclude=refs/worklease/*", "--all"))
+        new = fence.list_commits(git, [tip], options=fence.NEW_TO_THE_REPOSITORY)
         listed = time.perf_counter()
         blobs = fence.read_blobs(git, [fence.parse_trailer(new[0].trailers[0]).ref])
         read = time.perf_counter()

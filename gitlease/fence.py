@@ -52,6 +52,8 @@ _REVISION = re.compile(r"r(?:0|[1-9][0-9]{0,17})")
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _LOG_FORMAT = f"%H%x00%S%x00%(trailers:key={TRAILER},valueonly,unfold,separator=%x01)%x00"
 _ACCEPTED = "current"
+#: ``git log`` options: no commit reachable from a ref here (the claims point at blobs: skip).
+NEW_TO_THE_REPOSITORY = ("--not", f"--exclude={PREFIX}*", "--all", "--not")
 
 
 # ------------------------------------------------------------------ the trailer
@@ -176,11 +178,23 @@ class Commit(Value):
     trailers: tuple[str, ...]
 
 
-def list_commits(git: Git, stdin_revs: Iterable[str], args: Sequence[str] = ()) -> list[Commit]:
-    """One ``git log``: the commits of ``stdin_revs`` (ids, ``^id``) and ``args``, with their
-    ``Gitlease-Claim`` trailers as git itself finds them (the message's last paragraph)."""
+def list_commits(
+    git: Git,
+    stdin_revs: Iterable[str] = (),
+    *,
+    options: Sequence[str] = (),
+    revisions: Sequence[str] = (),
+) -> list[Commit]:
+    """One ``git log``: the commits of ``stdin_revs`` (ids, ``^id``) and ``revisions`` (never
+    read as options), with their ``Gitlease-Claim`` trailers as git itself finds them (in the
+    message's last paragraph).
+
+    ``--stdin`` comes after ``options`` and after an even number of ``--not``: its revisions
+    are positive however a git version applies the command line's ``--not`` to them.
+    """
     revs = "".join(f"{rev}\n" for rev in stdin_revs).encode("ascii")
-    result = git.run("log", f"--format={_LOG_FORMAT}", "--stdin", *args, input=revs)
+    args = ["log", f"--format={_LOG_FORMAT}", *options, "--stdin", "--end-of-options", *revisions]
+    result = git.run(*args, input=revs)
     commits = []
     for entry in result.stdout.split(b"\x00\n"):
         if not entry:
@@ -535,9 +549,7 @@ def check_push(
     sources: dict[str, tuple[str, ...]] = {}
     for u in moved:
         sources[u.new] = (*sources.get(u.new, ()), u.ref)
-    new = list_commits(
-        commits, dict.fromkeys(u.new for u in moved), ("--not", f"--exclude={PREFIX}*", "--all")
-    )
+    new = list_commits(commits, dict.fromkeys(u.new for u in moved), options=NEW_TO_THE_REPOSITORY)
     findings = judge_commits(claims, new, sources=sources, after=after)
     unclaimed: list[Unclaimed] = []
     guarded = [u for u in moved if any(fnmatchcase(u.ref, p) for p in patterns)]
@@ -576,7 +588,7 @@ def check_range(
             raise UsageError(f"{_shown(rev)!r} is not a revision range (options are not passed on)")
     require = commits.config_bool(REQUIRE_CONFIG) if require_claim is None else require_claim
     try:
-        new = list_commits(commits, (), ("--end-of-options", *revisions))
+        new = list_commits(commits, revisions=revisions)
     except StoreError as exc:
         raise UsageError(f"cannot list the commits of {' '.join(revisions)}: {exc}") from None
     findings = judge_commits(claims, new)
