@@ -180,6 +180,10 @@ def test_with_trailers_on_a_lapsed_claim_still_refuses_the_commit(cli, repo: Pat
         refused = g("commit", "-qm", "late", *extra, cwd=repo, check=False)
         assert refused.returncode != 0 and "commit refused" in refused.stderr, extra
         assert R in refused.stderr and "expired" in refused.stderr
+    # pre-commit leaves the check to prepare-commit-msg only while that is gitlease's hook too
+    (repo / ".git" / "hooks" / "prepare-commit-msg").write_text("#!/bin/sh\nexit 0\n")
+    refused = g("commit", "-qm", "late", cwd=repo, check=False)
+    assert refused.returncode != 0 and "gitlease (pre-commit): commit refused" in refused.stderr
     g("reset", "-q", cwd=repo)
     assert g("rev-list", "--count", "HEAD", cwd=repo).stdout.strip() == "1"
 
