@@ -80,10 +80,16 @@ def hooks() -> None:
 
 
 def _hooks_command(name: str, doc: str) -> None:
-    def run(opts: Options) -> None:
-        from .. import githooks
+    @click.option(
+        "--server",
+        is_flag=True,
+        help="The server's pre-receive hook, which refuses pushes of work done under a claim "
+        "that is not current there (run it in the repository that holds the claims).",
+    )
+    def run(opts: Options, server: bool) -> None:
+        from .. import githooks, serverhook
 
-        states = getattr(githooks, name)()
+        states = getattr(serverhook if server else githooks, name)()
         lines = [
             f"{s.name:<20} {s.state:<10} {s.path}"
             + ("  (keeps the earlier hook)" if s.chained else "")
@@ -96,6 +102,9 @@ def _hooks_command(name: str, doc: str) -> None:
     command(hooks, name)(run)
 
 
-_hooks_command("install", "Install pre-commit, prepare-commit-msg and pre-merge-commit hooks.")
+_hooks_command(
+    "install",
+    "Install pre-commit, prepare-commit-msg and pre-merge-commit hooks (--server: pre-receive).",
+)
 _hooks_command("uninstall", "Remove gitlease's hooks and restore the hooks they replaced.")
 _hooks_command("status", "Show which hooks are installed, foreign or missing.")
