@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ._files import flock_polling
 from .errors import HeldError, ReceiptError, StoreError, UsageError
 from .value import Value
 
@@ -186,7 +186,8 @@ class Reserved:
     """An explicit receipt path held for one acquire: locked, and known to be ours to write.
 
     ``previous`` is the spent or live receipt of this store that was there (None:
-    the file is new). The caller refuses a live one (HELD); otherwise
+    the file is new, or empty); ``created``: this call made the file, and removes it
+    again if nothing was written to it. The caller refuses a live one (HELD); otherwise
     :meth:`write` replaces the content in place, under the lock, so a second
     acquire racing for the same path waits for this one and then finds its
     receipt, never a half-written file.
@@ -241,7 +242,7 @@ def reserve(path: Path | None, store: str) -> Iterator[Reserved | None]:
         except OSError as exc:
             raise StoreError(f"cannot open the receipt {path}: {exc.strerror}") from None
         try:
-            if not _lock(fd, time.monotonic() + RESERVE_WAIT_SECONDS):
+            if not flock_polling(fd, time.monotonic() + RESERVE_WAIT_SECONDS):
                 raise HeldError(
                     f"receipt {path} is being written by another acquire; "
                     "choose another --receipt, or try again"
@@ -249,7 +250,9 @@ def reserve(path: Path | None, store: str) -> Iterator[Reserved | None]:
             if not _still_at(path, fd):
                 os.close(fd)
                 continue  # replaced or removed while we waited for the lock
-            previous = None if created else _existing_receipt(path, fd, store)
+            # Judged only now, under the lock: a racer may have written it meanwhile,
+            # even if this call created it.
+            previous = _existing_receipt(path, fd, store)
         except BaseException:
             os.close(fd)
             raise
@@ -260,8 +263,8 @@ def reserve(path: Path | None, store: str) -> Iterator[Reserved | None]:
     try:
         yield reserved
     finally:
-        if reserved.created and not reserved.written and _still_at(path, fd):
-            remove(path)
+        if reserved.created and not reserved.written and _still_empty(path, fd):
+            remove(path)  # (still under the lock: nobody else writes it meanwhile)
         os.close(fd)  # drops the lock
 
 
@@ -328,17 +331,9 @@ def _existing_receipt(path: Path, fd: int, store: str) -> Receipt | None:
     return rec
 
 
-def _lock(fd: int, deadline: float) -> bool:
-    delay = 0.002
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+def _still_empty(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names ``fd``'s file, and it is empty (nobody wrote a receipt)."""
+    return _still_at(path, fd) and os.fstat(fd).st_size == 0
 
 
 def _still_at(path: Path, fd: int) -> bool:
