@@ -20,7 +20,9 @@ _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 #: Test-only: play another host on this machine (another boot id, a boot clock set far off),
 #: so that the tests of a remote store can run two "hosts" side by side. Never set otherwise.
 _TEST_BOOT_ID = os.environ.get("GITLEASE_TESTING_BOOT_ID")
-_TEST_BOOT_OFFSET_MS = int(os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or 0)
+_OFFSET = (os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or "0").strip()
+#: (Anything but a plain integer is ignored: an environment variable must never crash a command.)
+_TEST_BOOT_OFFSET_MS = int(_OFFSET) if re.fullmatch(r"-?[0-9]{1,18}", _OFFSET) else 0
 
 
 @cache
