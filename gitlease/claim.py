@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from ._gitread import Snapshot
 from .clock import Now, format_duration, parse_rfc3339
 from .errors import CorruptRecordError, HeldError, UsageError
-from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, parse_and_verify
+from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, parse_and_verify, printable
 from .refname import decode
 from .value import Value
 
@@ -92,7 +92,7 @@ class Claim(Value):
             when = f"expired {r.expires_at}{ago}"
         bundle = f", bundle {r.bundle_id}" if r.bundle_id else ""
         return (
-            f"{self.resource}: claim {r.claim_id} by {r.owner}, revision {r.revision}"
+            f"{self.resource}: claim {r.claim_id} by {printable(r.owner)}, revision {r.revision}"
             f"{bundle}, {self.state}, {when}"
         )
 
@@ -161,10 +161,10 @@ def judge(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
 def verified(snap: Snapshot, resource: str) -> Record:
     """The snapshot's record, or :class:`CorruptRecordError` if it cannot be trusted."""
     if snap.problem or snap.data is None:
-        raise CorruptRecordError(f"the ref of {resource!r} cannot be read: {snap.problem}")
+        raise CorruptRecordError(f"the ref cannot be read: {snap.problem}")
     record = parse_and_verify(snap.data)
     if record.resource != resource:
-        raise CorruptRecordError(f"the ref of {resource!r} holds a record for {record.resource!r}")
+        raise CorruptRecordError(f"the ref holds the record of {record.resource!r}")
     return record
 
 

@@ -20,7 +20,9 @@ _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 #: Test-only: play another host on this machine (another boot id, a boot clock set far off),
 #: so that the tests of a remote store can run two "hosts" side by side. Never set otherwise.
 _TEST_BOOT_ID = os.environ.get("GITLEASE_TESTING_BOOT_ID")
-_TEST_BOOT_OFFSET_MS = int(os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or 0)
+_OFFSET = (os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or "0").strip()
+#: (Anything but a plain integer is ignored: an environment variable must never crash a command.)
+_TEST_BOOT_OFFSET_MS = int(_OFFSET) if re.fullmatch(r"-?[0-9]{1,18}", _OFFSET) else 0
 
 
 @cache
@@ -63,12 +65,13 @@ def rfc3339(wall_ms: int) -> str:
     )
 
 
-_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$")
+# re.ASCII: \d is 0-9 only (not every Unicode digit); fullmatch: no trailing newline.
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z", re.ASCII)
 
 
 def parse_rfc3339(text: str) -> int:
-    """Milliseconds since the epoch from :func:`rfc3339`'s exact form."""
-    match = _RFC3339.match(text)
+    """Milliseconds since the epoch from :func:`rfc3339`'s exact form (ValueError otherwise)."""
+    match = _RFC3339.fullmatch(text) if isinstance(text, str) else None
     if not match:
         raise ValueError(f"not an RFC 3339 UTC time with milliseconds: {text!r}")
     y, mo, d, h, mi, s, ms = (int(g) for g in match.groups())
@@ -93,7 +96,8 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
 
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+# re.ASCII: ASCII digits and spaces only (float() would read "٥" as 5); fullmatch: no "\n".
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.ASCII)
 MAX_DURATION_MS = 366 * 86_400_000
 
 
@@ -103,14 +107,15 @@ def parse_duration_ms(text: str | int | float, *, name: str = "duration") -> int
         raise UsageError(f"bad {name} {text!r}")
     if isinstance(text, (int, float)):
         text = str(text)
-    match = _DURATION.match(text) if isinstance(text, str) else None
+    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    shown = repr(text) if len(repr(text)) <= 42 else repr(text)[:40] + "…"
     if not match:
         raise UsageError(
-            f"bad {name} {text!r}: use a number with an optional unit, e.g. 90, 90s, 15m, 2h, 1d"
+            f"bad {name} {shown}: use a number with an optional unit, e.g. 90, 90s, 15m, 2h, 1d"
         )
     value = float(match.group(1)) * _UNITS_MS[match.group(2) or "s"]
     if value > MAX_DURATION_MS:
-        raise UsageError(f"bad {name} {text!r}: at most 366 days")
+        raise UsageError(f"bad {name} {shown}: at most 366 days")
     return round(value)
 
 

@@ -32,7 +32,6 @@ from .errors import (
     GitleaseError,
     HeldError,
     LostError,
-    UsageError,
 )
 from .receipts import ClaimRef, Receipt
 from .record import (
@@ -40,6 +39,7 @@ from .record import (
     RELEASED,
     Record,
     SigningKey,
+    check_text,
     new_bundle_id,
     new_claim_id,
     new_token,
@@ -88,11 +88,14 @@ def acquire_claims(
 ) -> tuple[list[Claim], Receipt]:
     """Take every resource of ``request`` or none: (the new claims in order, the receipt)."""
     store.prepare_write()
+    if request.receipt is not None:  # a path that must not be written: refused at once
+        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
 
     def attempt() -> tuple[list[Claim], Receipt]:
         _refuse_early(store, request)
-        with guards(store, request.refs):
-            written, rec = _take(store, request)
+        reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
+        with guards(store, request.refs), reserve as held:
+            written, rec = _take(store, request, held)
         if request.bind and store.location.worktree_git_dir is not None:
             ownership.bind_all(store, rec)
             written = [c.replace(bound=True) for c in written]
@@ -129,13 +132,16 @@ def _refuse_early(store: Store, request: AcquireRequest) -> None:
         _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
 
 
-def _take(store: Store, request: AcquireRequest) -> tuple[list[Claim], Receipt]:
-    """Under the guards: read, judge, write the receipt, then compare-and-swap every ref."""
+def _take(
+    store: Store, request: AcquireRequest, held: receipts_mod.Reserved | None
+) -> tuple[list[Claim], Receipt]:
+    """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
+    write the receipt, then compare-and-swap every ref."""
     now = Now.read()
     snaps = [store.read(ref) for ref in request.refs]
     claims = _judge_members(store, request, snaps, now)
-    if request.receipt is not None:
-        ownership.refuse_live_explicit(store, request.receipt, now)
+    if held is not None:
+        ownership.refuse_live_explicit(store, held, now)
     token = new_token()
     key = SigningKey(token)
     bundle_id = new_bundle_id() if request.bundle else None
@@ -151,7 +157,7 @@ def _take(store: Store, request: AcquireRequest) -> tuple[list[Claim], Receipt]:
         store, request.refs[0], records[0].claim_id, bundle_id
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
-    receipts_mod.write(rec, exclusive=request.receipt is None)
+    receipts_mod.write(rec, exclusive=request.receipt is None, reserved=held)
     return _commit_acquire(store, rec, snaps, records, now), rec
 
 
@@ -286,8 +292,8 @@ def release_claims(
     store: Store, rec: Receipt, claim_refs: list[ClaimRef], checkpoint: str | None
 ) -> list[Claim]:
     """Write each claim's tombstone; idempotent for the caller's own released claims."""
-    if checkpoint is not None and "\0" in checkpoint:
-        raise UsageError("a checkpoint must not contain NUL characters")
+    if checkpoint is not None:
+        check_text(checkpoint, "the checkpoint")
     store.prepare_write()
 
     def attempt() -> list[Claim]:

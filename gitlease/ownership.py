@@ -71,11 +71,13 @@ def load_receipt(
     )
 
 
-def _same_store(store: Store, rec: Receipt) -> None:
+def _same_store(store: Store, rec: Receipt) -> Receipt:
+    """``rec``, if it is a receipt of ``store`` (USAGE otherwise: bundle commands too)."""
     if rec.store != str(store.git_dir):
         raise UsageError(
             f"receipt {rec.path} belongs to the store {rec.store}, not {store.git_dir}"
         )
+    return rec
 
 
 def _pick_claim(rec: Receipt, resource: str | None) -> ClaimRef:
@@ -139,10 +141,10 @@ def load_bundle_receipt(
     """A bundle's receipt: ``--receipt``, by bundle id, or the one bundle held here."""
     explicit = receipts_mod.explicit_path(receipt)
     if explicit is not None:
-        return receipts_mod.read(explicit)
+        return _same_store(store, receipts_mod.read(explicit))
     directory = receipt_dir(store)
     if bundle_id is not None:
-        return receipts_mod.read(receipts_mod.bundle_path(directory, bundle_id))
+        return _same_store(store, receipts_mod.read(receipts_mod.bundle_path(directory, bundle_id)))
     live, spent = _receipts_here(store, directory, bundles=True)
     if len(live) == 1:
         return live[0]
@@ -206,15 +208,11 @@ def own_receipt_for(store: Store, claim: Claim, explicit: Path | None) -> Path |
     return None
 
 
-def refuse_live_explicit(store: Store, path: Path, now: Now) -> None:
-    """An explicit receipt path that still proves an active claim is never overwritten."""
-    if not path.exists():
-        return
-    try:
-        old = receipts_mod.read(path)
-    except GitleaseError:
-        return
-    if not old.token:
+def refuse_live_explicit(store: Store, held: receipts_mod.Reserved, now: Now) -> None:
+    """An explicit receipt path that still proves an active claim is never overwritten
+    (``held``: the path, reserved; anything but a receipt of this store was refused there)."""
+    old, path = held.previous, held.path
+    if old is None or not old.token:
         return
     for claim_ref in old.claims:
         claim = judge(store.read(claim_ref.ref), now, claim_ref.resource)

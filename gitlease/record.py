@@ -1,4 +1,4 @@
-"""The claim record: a small signed text blob that a person can read (SPEC §2).
+"""The claim record: a small signed text blob that a person can read (docs/reference/record.md).
 
 A record is one ``field value`` pair a line, in a fixed order, ending with an
 Ed25519 signature over every byte before the signature line. Free text
@@ -6,6 +6,14 @@ Ed25519 signature over every byte before the signature line. Free text
 newline or a quote in it cannot forge another field. Parsing is strict: a
 record must re-serialise to exactly the bytes it was read from, so any changed
 byte fails either the parse, the canonical check, or the signature.
+
+Parsing is also total: anyone who can write to the repository can write a
+validly self-signed record with any values, so every value is checked here
+(times are times, numbers fit in 63 bits, object ids are hex) and any bytes
+at all give either a record or :class:`CorruptRecordError`, never another
+exception in the code that reads the record afterwards. Free text from a
+record may still hold control characters: :func:`printable` escapes them for
+people; :func:`check_text` keeps them (and pasted tokens) out of new records.
 
 ``cryptography`` is imported only when a key is made or a signature checked,
 so the commit hook's path stays lean.
@@ -21,7 +29,7 @@ import re
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, UsageError
 from .value import Factory, Value
 
 MAGIC = "gitlease-claim v1"
@@ -33,7 +41,8 @@ TOKEN_PREFIX = "glt_"
 _KEY_CONTEXT = b"gitlease/v1/claim-key\0"
 
 # (field name in the text, attribute, kind). Kinds: text (JSON string or -),
-# word (no spaces), int.
+# word (no spaces), int (decimal, below 2**63), time (RFC 3339 UTC with milliseconds),
+# hex (lower-case hex digits; an object id, a key).
 _LAYOUT: tuple[tuple[str, str, str], ...] = (
     ("resource", "resource", "text"),
     ("state", "state", "word"),
@@ -42,21 +51,30 @@ _LAYOUT: tuple[tuple[str, str, str], ...] = (
     ("revision", "revision", "int"),
     ("bundle-id", "bundle_id", "word"),
     ("mode", "mode", "word"),
-    ("acquired-at", "acquired_at", "word"),
-    ("renewed-at", "renewed_at", "word"),
-    ("released-at", "released_at", "word"),
-    ("expires-at", "expires_at", "word"),
-    ("renew-by", "renew_by", "word"),
+    ("acquired-at", "acquired_at", "time"),
+    ("renewed-at", "renewed_at", "time"),
+    ("released-at", "released_at", "time"),
+    ("expires-at", "expires_at", "time"),
+    ("renew-by", "renew_by", "time"),
     ("ttl-ms", "ttl_ms", "int"),
     ("boot-id", "boot_id", "word"),
     ("boot-expires-ms", "boot_expires_ms", "int"),
     ("note", "note", "text"),
     ("checkpoint", "checkpoint", "text"),
-    ("public-key", "public_key", "word"),
-    ("previous", "previous", "word"),
-    ("nonce", "nonce", "word"),
+    ("public-key", "public_key", "hex"),
+    ("previous", "previous", "hex"),
+    ("nonce", "nonce", "hex"),
 )
 _WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
+_HEX = re.compile(r"[0-9a-f]+")
+_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z", re.ASCII)
+_INT_DIGITS = 19  # 2**63 - 1 has 19 digits: no value gets near Python's int-parsing limit
+MAX_INT = 2**63 - 1
+#: What a pasted bearer token looks like: the prefix and a run of base64url characters.
+#: (A real token has 43; a shorter run is refused too, since part of a token is a leak.)
+TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
+#: C0 controls (newline and tab included), DEL, C1 controls, and lone surrogates.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
 
 
@@ -147,7 +165,7 @@ def parse(data: bytes) -> Record:
     sig_line = lines[-2]
     if not sig_line.startswith("signature "):
         raise CorruptRecordError("the record has no signature line")
-    values["signature"] = sig_line[len("signature ") :]
+    values["signature"] = _parse_value(sig_line[len("signature ") :], "hex", "signature")
     for attr in set(values) - _OPTIONAL - {"signature"}:
         if values[attr] is None:
             raise CorruptRecordError(f"the record has no value for {attr.replace('_', '-')}")
@@ -160,23 +178,55 @@ def parse(data: bytes) -> Record:
 
 
 def _parse_value(text: str, kind: str, name: str) -> Any:
+    """One value, checked so that whatever reads the record later cannot fail on it."""
     if text == "-":
         return None
     if kind == "text":
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
+        value = None
+        if len(text) >= 2 and text[0] == text[-1] == '"':  # a string: no nesting to recurse on
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
         if not isinstance(value, str):
             raise CorruptRecordError(f"the record's {name} is not a quoted string")
+        if _has_surrogate(value):
+            raise CorruptRecordError(f"the record's {name} is not valid Unicode")
         return value
     if kind == "int":
-        if not text.isascii() or not text.isdigit():
-            raise CorruptRecordError(f"the record's {name} is not a number")
-        return int(text)
+        if not text.isascii() or not text.isdigit() or len(text) > _INT_DIGITS:
+            raise CorruptRecordError(f"the record's {name} is not a number below 2**63")
+        number = int(text)
+        if number > MAX_INT:
+            raise CorruptRecordError(f"the record's {name} is not a number below 2**63")
+        return number
     if not _WORD.fullmatch(text):
         raise CorruptRecordError(f"the record's {name} is malformed")
+    if kind == "time" and not _is_time(text):
+        raise CorruptRecordError(f"the record's {name} is not an RFC 3339 UTC time")
+    if kind == "hex" and not _HEX.fullmatch(text):
+        raise CorruptRecordError(f"the record's {name} is not lower-case hex")
     return text
+
+
+def _is_time(text: str) -> bool:
+    """The form ``clock.rfc3339`` writes, on a real date: what ``clock.parse_rfc3339``
+    accepts (repeated here, since the two modules do not import each other)."""
+    match = _TIME.fullmatch(text)
+    if match is None:
+        return False
+    y, mo, d, h, mi, s = (int(g) for g in match.groups())
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    return 1 <= mo <= 12 and 1 <= d <= days[mo - 1] and h < 24 and mi < 60 and s < 60
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def verify(record: Record) -> None:
@@ -188,9 +238,7 @@ def verify(record: Record) -> None:
         key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(record.public_key))
         key.verify(bytes.fromhex(record.signature or ""), record.payload())
     except (InvalidSignature, ValueError):
-        raise CorruptRecordError(
-            f"the record of {record.resource!r} fails signature verification"
-        ) from None
+        raise CorruptRecordError("the record fails signature verification") from None
 
 
 @lru_cache(maxsize=4096)
@@ -208,6 +256,58 @@ def _random_hex(size: int) -> str:
 def new_token() -> str:
     """A fresh 256-bit bearer token, in a form secret scanners recognise."""
     return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+
+
+def looks_like_token(text: str) -> bool:
+    """Whether ``text`` contains something that looks like a bearer token (or part of one)."""
+    return TOKEN_LIKE.search(text) is not None
+
+
+def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
+    """Refuse free text for a new record (owner, note, checkpoint) before anything is written.
+
+    Records are shared and their history is never expired, so a control character
+    (C0, DEL, C1: a newline, an escape sequence) or a pasted token would be there for
+    good. The message never repeats the text: it may be a secret.
+    """
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be text, not {type(text).__name__}")
+    if max_chars is not None and len(text) > max_chars:
+        raise UsageError(f"{what} is {len(text)} characters long; at most {max_chars} are allowed")
+    bad = _UNPRINTABLE.search(text)
+    if bad is not None:
+        code = ord(bad.group())
+        if 0xD800 <= code <= 0xDFFF:
+            raise UsageError(f"{what} is not valid UTF-8 text")
+        raise UsageError(
+            f"{what} contains the control character U+{code:04X} at position {bad.start()}; "
+            "control characters (newlines and tabs included) are not allowed"
+        )
+    if looks_like_token(text):
+        raise UsageError(
+            f"{what} contains text that looks like a gitlease bearer token (glt_...); "
+            "a record is shared and kept forever, so tokens are refused. Keep tokens in "
+            "their receipts only"
+        )
+    return text
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters and lone surrogates written as escapes.
+
+    Records can be forged, so every human-readable output of a record field goes
+    through this: a note can then never move the cursor, set a window title, or
+    print a line that looks like another field. (Not reversible: a backslash stays.)
+    """
+    return _UNPRINTABLE.sub(_escape_char, text)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(code)
+    if named:
+        return named
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def is_token(text: object) -> bool:

@@ -1,4 +1,4 @@
-"""Resource names and their refs under ``refs/worklease/`` (SPEC §2).
+"""Resource names and their refs under ``refs/worklease/`` (docs/reference/store.md).
 
 The encoding, in words:
 
@@ -16,13 +16,25 @@ The encoding, in words:
 * A segment longer than ``CHUNK`` characters is split into components that end
   in ``+`` (a character no encoded segment contains), which the decoder joins
   again. Every component stays far under the 255-byte file-name limit.
+* Escaping can triple a name, and libgit2 refuses ref names longer than
+  ``MAX_REF_CHARS``. A resource whose escaped ref would be longer is written in
+  the *compact* form instead: ``refs/worklease/=/`` and the base32 (lower case,
+  no padding) of its UTF-8 bytes, in ``CHUNK``-character components joined with
+  ``+`` like a long segment, then ``.lease``. Any resource of at most
+  ``MAX_RESOURCE_BYTES`` bytes fits (under 870 characters). ``=`` never occurs
+  in the escaped form, so the two forms never meet, and since the escaped form
+  is kept for every name it fits, every ref written before the compact form
+  existed decodes as it did (a longer escaped ref could never be written).
 
-Decoding is the inverse, so the encoding is injective; the tests check the
-round trip, validity, and the absence of case-fold and file/directory conflicts.
+Decoding is the inverse, and a ref decodes only if encoding its resource gives
+it back, so the encoding is injective; the tests check the round trip,
+validity, and the absence of case-fold and file/directory conflicts.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 
 from .errors import UsageError
@@ -32,11 +44,15 @@ LEAF_SUFFIX = ".lease"
 CONTINUATION = "+"
 CHUNK = 96
 MAX_RESOURCE_BYTES = 512
+#: libgit2 (1.9) refuses a longer ref name ("the provided buffer is too short").
+MAX_REF_CHARS = 1023
+COMPACT = "="
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 _HEX = "0123456789abcdef"
 _RESERVED_ENDINGS = (".lock", LEAF_SUFFIX)
 _COMPONENT = re.compile(r"^(?:[a-z0-9_-]|\.|%[0-9a-f]{2})+$")
+_BASE32 = re.compile(r"[a-z2-7]+")
 
 
 def validate_resource(resource: object) -> str:
@@ -120,6 +136,18 @@ def _split_segments(resource: str) -> list[str]:
 def encode(resource: str) -> str:
     """The full ref name of a resource, for example ``refs/worklease/github/acme/api/42.lease``."""
     validate_resource(resource)
+    ref = _escaped(resource)
+    return ref if len(ref) <= MAX_REF_CHARS else _compact(resource)
+
+
+def _compact(resource: str) -> str:
+    body = base64.b32encode(resource.encode("utf-8")).decode("ascii").rstrip("=").lower()
+    pieces = [body[i : i + CHUNK] for i in range(0, len(body), CHUNK)]
+    components = [COMPACT, *(piece + CONTINUATION for piece in pieces[:-1]), pieces[-1]]
+    return PREFIX + "/".join(components) + LEAF_SUFFIX
+
+
+def _escaped(resource: str) -> str:
     components: list[str] = []
     for segment in _split_segments(resource):
         encoded = _encode_segment(segment).replace("%00", "%2f")
@@ -134,6 +162,31 @@ def decode(ref: str) -> str:
     if not ref.startswith(PREFIX) or not ref.endswith(LEAF_SUFFIX):
         raise UsageError(f"{ref!r} is not a gitlease ref")
     components = ref[len(PREFIX) : -len(LEAF_SUFFIX)].split("/")
+    if components[0] == COMPACT:
+        resource = _decode_compact(ref, components[1:])
+    else:
+        resource = _decode_escaped(ref, components)
+    if encode_or_none(resource) != ref:
+        raise UsageError(f"{ref!r} is not the canonical ref of any resource")
+    return resource
+
+
+def _decode_compact(ref: str, components: list[str]) -> str:
+    body = []
+    for i, component in enumerate(components):
+        last = i == len(components) - 1
+        piece = component if last else component[: -len(CONTINUATION)]
+        if component.endswith(CONTINUATION) == last or not _BASE32.fullmatch(piece):
+            raise UsageError(f"{ref!r} is not a gitlease ref")
+        body.append(piece)
+    text = "".join(body).upper()
+    try:
+        return base64.b32decode(text + "=" * (-len(text) % 8)).decode("utf-8")
+    except (binascii.Error, ValueError):  # a bad length, or not UTF-8
+        raise UsageError(f"{ref!r} is not a gitlease ref") from None
+
+
+def _decode_escaped(ref: str, components: list[str]) -> str:
     segments: list[str] = []
     current = ""
     for component in components:
@@ -148,12 +201,9 @@ def decode(ref: str) -> str:
     if current:
         raise UsageError(f"{ref!r} is not a gitlease ref")
     try:
-        resource = "/".join(_unescape(s) for s in segments)
+        return "/".join(_unescape(s) for s in segments)
     except UnicodeDecodeError:
         raise UsageError(f"{ref!r} is not a gitlease ref") from None
-    if encode_or_none(resource) != ref:
-        raise UsageError(f"{ref!r} is not the canonical ref of any resource")
-    return resource
 
 
 def encode_or_none(resource: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 from . import receipts as receipts_mod
 from .clock import parse_duration_ms
 from .errors import UsageError
-from .record import COORDINATION_ONLY, GUARDED
+from .record import COORDINATION_ONLY, GUARDED, check_text
 from .refname import encode, validate_resource
 from .value import Value
 
@@ -50,9 +50,7 @@ def default_owner() -> str:
 def resolve_owner(owner: str | None) -> str:
     """The owner label: given, ``GITLEASE_OWNER``, or :func:`default_owner`."""
     owner = owner or os.environ.get("GITLEASE_OWNER") or default_owner()
-    if any(ord(c) < 0x20 for c in owner) or len(owner) > 200:
-        raise UsageError("an owner label must be at most 200 characters with no control characters")
-    return owner
+    return check_text(owner, "the owner label", max_chars=200)
 
 
 class AcquireRequest(Value):
@@ -98,8 +96,8 @@ def acquire_request(
         dupes = sorted({r for r, ref in zip(names, refs, strict=True) if refs.count(ref) > 1})
         raise UsageError(f"duplicate resources in one request: {', '.join(dupes)}")
     note = options.get("note")
-    if note is not None and "\0" in note:
-        raise UsageError("a note must not contain NUL characters")
+    if note is not None:
+        check_text(note, "the note")
     ttl_ms = resolve_ttl(options.get("ttl"))
     owner = resolve_owner(options.get("owner"))
     wait = options.get("wait")

@@ -142,8 +142,9 @@ def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> N
     target.mkdir(mode=0o700)
     (target / "evil").symlink_to(tmp_path / "elsewhere.json")
     got = cli("acquire", R, "--receipt", str(target / "evil"), "--json")
-    assert got.code == 0 and not (tmp_path / "elsewhere.json").exists(), "the link is not followed"
-    assert not (target / "evil").is_symlink() and (target / "evil").stat().st_mode & 0o777 == 0o600
+    assert got.code == 2 and "symbolic link" in got.json["error"]["message"], got
+    assert not (tmp_path / "elsewhere.json").exists(), "the link is not followed"
+    assert (target / "evil").is_symlink(), "and it is left as it was"
 
 
 def test_worktree_removed(cli, worktrees) -> None:

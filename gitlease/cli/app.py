@@ -4,6 +4,7 @@ become exit codes (docs/reference/exit-codes.md)."""
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
 import traceback
@@ -131,7 +132,7 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
     if opts.json:
         output.print_json(doc)
     elif text:
-        click.echo(text)
+        click.echo(output.safe_text(text))
 
 
 def read_items(items: tuple[str, ...]) -> list[str]:
@@ -193,14 +194,13 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
 
     if BROKEN_FOR_TESTS:
         click.echo("gitlease: WARNING: GITLEASE_TESTING_BREAK_CAS is set: NO LOCKING", err=True)
-    wants_json = "--json" in args
-    debug = "--debug" in args
+    opts = _options(args)
     try:
         result = cli.main(
             args=args,
             prog_name=prog_name or _prog_name(),
             standalone_mode=False,
-            obj=_options(args),
+            obj=opts,
         )
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -209,19 +209,19 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
         return 130
     except click.ClickException as exc:
         error = UsageError(exc.format_message())
-        return _fail(error, wants_json, usage=exc)
+        return _fail(error, _given(opts, args, "json"), usage=exc)
     except GitleaseError as exc:
-        return _fail(exc, wants_json)
+        return _fail(exc, opts.json)  # the command line was parsed: opts says what was asked
     except KeyboardInterrupt:
         click.echo("gitlease: interrupted", err=True)
         return 130
     except BrokenPipeError:
         return 1
     except Exception as exc:  # a bug: message, no traceback unless --debug
-        if debug:
+        if _given(opts, args, "debug"):
             traceback.print_exc()
         bug = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
-        return _fail(bug, wants_json)
+        return _fail(bug, _given(opts, args, "json"))
     return int(result or 0)
 
 
@@ -231,13 +231,60 @@ def _options(args: list[str]) -> Options:
     return opts
 
 
+def _given(opts: Options, args: list[str], name: str) -> bool:
+    """Whether the flag ``--NAME`` was given as an option.
+
+    Once click has parsed the command line, its callback has said so in ``opts``. A
+    parse error can come first: then the arguments are scanned the way click reads
+    them, so that ``--json`` as the value of an option (``--note --json``) or after
+    ``--`` (``exec R -- echo --json``) is not taken for the option.
+    """
+    return bool(getattr(opts, name)) or _flag_in(args, f"--{name}")
+
+
+def _flag_in(args: list[str], flag: str) -> bool:
+    ctx = click.Context(cli, info_name="gitlease")
+    command: click.Command = cli
+    takes_value = _value_options(command)
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--":
+            return False
+        elif arg == flag:
+            return True
+        elif arg.startswith("-") and len(arg) > 1:
+            skip = "=" not in arg and arg in takes_value
+        elif isinstance(command, click.Group):
+            try:
+                sub = command.get_command(ctx, arg)
+            except Exception:  # an unknown or broken command: keep the group's options
+                sub = None
+            if sub is not None:
+                command, takes_value = sub, _value_options(sub)
+    return False
+
+
+def _value_options(command: click.Command) -> set[str]:
+    """The option names of ``command`` that take a value (the next argument is theirs)."""
+    return {
+        name
+        for param in command.params
+        if isinstance(param, click.Option) and not param.is_flag and not param.count
+        for name in param.opts
+    }
+
+
 def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:
     if wants_json:
         output.print_json(output.error_document(error))
     elif usage is not None:
-        usage.show()
+        shown = io.StringIO()
+        usage.show(file=shown)
+        sys.stderr.write(output.safe_text(shown.getvalue()))
     else:
-        click.echo(f"gitlease: {error.code}: {error.message}", err=True)
+        click.echo(output.error_line(error), err=True)
     return error.exit_code
 
 

@@ -105,7 +105,7 @@ class _WaitLine:
         who = "a running guarded operation"
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
-            who = f"{holder.record.owner} ({left} left)"
+            who = f"{output.escape(holder.record.owner)} ({left} left)"
         line = (
             f"waiting for {who}: attempt {waiting.attempt}, "
             f"waited {format_duration(waiting.waited_ms)}"
@@ -232,11 +232,4 @@ def log(opts: Options, resource: str, key_: str | None) -> None:
 
     resource = resolve_resource(resource, key_)
     records = [c.to_dict() for c in do_log(open_store(opts), resource)]
-    lines = []
-    for doc in records:
-        when = doc["released_at"] or doc["renewed_at"] or ""
-        lines.append(
-            f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
-            f"{doc['owner']}" + (f"  checkpoint {doc['checkpoint']}" if doc["checkpoint"] else "")
-        )
-    emit(opts, {"resource": resource, "records": records}, "\n".join(lines) or "no history")
+    emit(opts, {"resource": resource, "records": records}, output.log_lines(records))

@@ -1,14 +1,23 @@
-"""How results reach people (tables, relative times, colour) and programs (one JSON document)."""
+"""How results reach people (tables, relative times, colour) and programs (one JSON document).
+
+Records can be forged, so no text from one reaches a terminal as it is: every
+field shown to people goes through :func:`escape` (control characters become
+visible escapes, so a note cannot print a fake line or an escape sequence), and
+:func:`safe_text` is a last net over whole outputs. JSON stays exact JSON; DEL
+and C1 controls, which JSON would carry raw, are written as ``\\u`` escapes.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
 from ..clock import format_duration
 from ..errors import GitleaseError
+from ..record import printable
 
 _COLOURS = {"active": "32", "expired": "33", "released": "2", "free": "36", "invalid": "31;1"}
 
@@ -23,8 +32,37 @@ def paint(text: str, state: str, colour: bool) -> str:
     return f"\033[{code}m{text}\033[0m" if colour and code else text
 
 
+def escape(text: str) -> str:
+    """A record field for people: control characters as visible escapes."""
+    return printable(text)
+
+
+# Our own colour codes (from paint), or one control character / lone surrogate.
+_CONTROL_OR_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)|[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """Whole output for people: lines kept, colour codes from :func:`paint` kept, every
+    other control character escaped (fields were escaped already; this is the net)."""
+    return _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or escape(m.group()), text)
+
+
+def error_line(error: GitleaseError) -> str:
+    """``gitlease: CODE: message`` on one line, whatever the message holds."""
+    return f"gitlease: {error.code}: {escape(error.message)}"
+
+
+_JSON_RAW = re.compile(r"[\x7f-\x9f]")
+
+
+def json_text(doc: Any) -> str:
+    """One JSON document; DEL and C1 controls as ``\\u`` escapes (the same JSON value)."""
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(doc) + "\n")
 
 
 def relative(claim: dict[str, Any]) -> str:
@@ -38,7 +76,7 @@ def relative(claim: dict[str, Any]) -> str:
     if state == "released":
         return f"released {claim['released_at']}"
     if state == "invalid":
-        return claim.get("problem") or "invalid record"
+        return escape(claim.get("problem") or "invalid record")
     return ""
 
 
@@ -51,9 +89,9 @@ def claim_table(claims: list[dict[str, Any]]) -> str:
     rows = [
         [
             "*" if c.get("bound") else "",
-            c["resource"],
+            escape(c["resource"]),
             c["state"],
-            c["owner"] or "",
+            escape(c["owner"] or ""),
             "" if c["revision"] is None else str(c["revision"]),
             c["claim_id"] or "",
             relative(c),
@@ -100,7 +138,7 @@ def claim_detail(claim: dict[str, Any]) -> str:
         value = claim.get(key)
         if value is None or value is False:
             continue
-        text = str(value)
+        text = escape(str(value))
         if key == "state":
             text = paint(text, claim["state"], colour)
             rel = relative(claim)
@@ -110,6 +148,19 @@ def claim_detail(claim: dict[str, Any]) -> str:
                 text += " [bound to this worktree]"
         lines.append(f"{key.replace('_', ' ').ljust(width)}  {text}")
     return "\n".join(lines)
+
+
+def log_lines(records: list[dict[str, Any]]) -> str:
+    """``log`` for people: one line per transition, oldest first."""
+    lines = []
+    for doc in records:
+        when = doc["released_at"] or doc["renewed_at"] or ""
+        checkpoint = f"  checkpoint {escape(doc['checkpoint'])}" if doc["checkpoint"] else ""
+        lines.append(
+            f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
+            f"{escape(doc['owner'] or '')}{checkpoint}"
+        )
+    return "\n".join(lines) or "no history"
 
 
 def error_document(error: GitleaseError) -> dict[str, Any]:
