@@ -97,7 +97,7 @@ class LazyGroup(click.Group):
         "release": "claims", "check": "claims", "show": "claims", "list": "claims",
         "free": "claims", "log": "claims", "bundle": "bundles", "exec": "guarded",
         "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
-        "unbind": "admin", "hooks": "admin", "skill": "skill",
+        "unbind": "admin", "hooks": "admin", "skill": "skill", "keepalive": "keepalive",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
