@@ -79,24 +79,18 @@ def cmdline(pid: int) -> list[str]:
 
 
 def is_gitlease(proc: Proc) -> bool:
-    """Whether the process runs gitlease: an installed program, ``python -m gitlease``,
-    ``python .../gitlease``, or ``git lease`` (git running the ``git-lease`` program)."""
+    """Whether the process runs gitlease: one of its programs (``gitlease``, ``worklease``,
+    ``git-lease``, also through a launcher such as ``uv run gitlease`` or ``timeout 60
+    gitlease``), ``python -m gitlease``, or ``git lease`` (git running ``git-lease``)."""
     if proc.name in PROGRAMS:
         return True
     argv = cmdline(proc.pid)
-    if not argv:
-        return False
-    first = os.path.basename(argv[0])
-    if first in PROGRAMS:
-        return True
-    if first.startswith("python"):
-        rest = argv[1:]
-        if "-m" in rest:
-            module = rest[rest.index("-m") + 1 : rest.index("-m") + 2]
-            return module in (["gitlease"], ["gitlease.cli"])
-        script = next((a for a in rest if not a.startswith("-")), "")
-        return os.path.basename(script) in PROGRAMS
-    if first == "git":
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg) in PROGRAMS:
+            return True
+        if arg == "-m" and argv[i + 1 : i + 2] in (["gitlease"], ["gitlease.cli"]):
+            return True
+    if argv and os.path.basename(argv[0]) == "git":
         words = iter(argv[1:])
         for word in words:
             if word in ("-C", "-c", "--git-dir", "--work-tree", "--namespace"):

@@ -281,6 +281,7 @@ def test_it_survives_the_callers_terminal_closing(cli, repo, agent) -> None:
 
 
 def test_the_default_watched_process_is_the_python_parent_of_the_shells(repo) -> None:
+    # python -> bash -> sh -> timeout (a launcher of gitlease) -> python -m gitlease
     out = repo / "acquired.json"
     gitlease = f"{sys.executable} -m gitlease"
     parent = subprocess.Popen(
@@ -292,7 +293,7 @@ def test_the_default_watched_process_is_the_python_parent_of_the_shells(repo) ->
             "r = subprocess.run(['bash', '-c', f'sh -c {inner!r}; true'], capture_output=True)\n"
             "open(sys.argv[2], 'wb').write(r.stdout)\n"
             "time.sleep(600)\n",
-            f"{gitlease} acquire ka/7 --ttl 2s --keepalive --json; true",
+            f"timeout 60 {gitlease} acquire ka/7 --ttl 2s --keepalive --json; true",
             str(out),
         ],
         cwd=repo,
