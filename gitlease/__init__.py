@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from .guarded import run_guarded as run_guarded
     from .handle import Lease as Lease
     from .handle import acquire_lease as acquire_lease
+    from .keepalive import keep_alive as keep_alive
+    from .keepalive import keep_bundle_alive as keep_bundle_alive
+    from .keepers import Keeper as Keeper
     from .lease import Acquired as Acquired
     from .lease import acquire as acquire
     from .lease import bind as bind
@@ -84,6 +87,9 @@ _LAZY = {
     "canonical_key": "providers",
     "run_guarded": "guarded",
     "replace_file": "guarded",
+    "keep_alive": "keepalive",
+    "keep_bundle_alive": "keepalive",
+    "Keeper": "keepers",
     "verify": "maintenance",
     "prune": "maintenance",
 }

@@ -16,7 +16,7 @@ from ._gitread import Snapshot
 from .claim import Claim, judge
 from .clock import Now, parse_duration_ms
 from .errors import GitleaseError, UsageError
-from .reads import list_claims
+from .reads import list_claims, mark_kept
 from .receipts import Receipt
 from .request import AcquireOptions
 from .store import Store
@@ -120,7 +120,7 @@ def show(
             judge(by_ref.get(c.ref, Snapshot(c.ref, None, None)), now, c.resource)
             for c in rec.claims
         ]
-        return rec.bundle_id, claims
+        return rec.bundle_id, mark_kept(store, claims)
     members = [c for c in list_claims(store) if c.record and c.record.bundle_id == bundle_id]
     if not members:
         raise UsageError(f"no claim in the store carries bundle id {bundle_id}")

@@ -10,7 +10,7 @@ decision elsewhere can be made from exactly what was read.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._gitread import Snapshot
 from .clock import Now, format_duration, parse_rfc3339
@@ -18,6 +18,9 @@ from .errors import CorruptRecordError, HeldError, UsageError
 from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, parse_and_verify, printable
 from .refname import decode
 from .value import Value
+
+if TYPE_CHECKING:
+    from .keepers import Keeper
 
 GUARANTEES = {
     GUARDED: "guarded: gitlease refuses other callers while the claim is active; local writes "
@@ -30,9 +33,13 @@ GUARANTEES = {
 class Claim(Value):
     """What a resource's ref says now, for people and programs (never secret)."""
 
-    __slots__ = ("resource", "ref", "state", "record", "oid", "problem", "expires_in_ms", "bound")
+    __slots__ = (
+        "resource", "ref", "state", "record", "oid", "problem", "expires_in_ms", "bound",
+        "keepalive",
+    )  # fmt: skip
     _defaults: ClassVar[dict[str, Any]] = {
         "record": None, "oid": None, "problem": None, "expires_in_ms": None, "bound": False,
+        "keepalive": None,
     }  # fmt: skip
     resource: str
     ref: str
@@ -42,6 +49,7 @@ class Claim(Value):
     problem: str | None
     expires_in_ms: int | None
     bound: bool
+    keepalive: Keeper | None  # the keepalive process renewing it, where a command looked
 
     @property
     def active(self) -> bool:
@@ -71,6 +79,7 @@ class Claim(Value):
             "oid": self.oid,
             "guarantee": GUARANTEES.get(r.mode) if r else None,
             "bound": self.bound,
+            "keepalive": self.keepalive.to_dict() if self.keepalive is not None else None,
         }
         if self.problem:
             doc["problem"] = self.problem

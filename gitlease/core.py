@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
-from . import ownership
+from . import keepers, ownership
 from . import receipts as receipts_mod
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, held_error, is_expired, judge
@@ -319,6 +319,7 @@ def release_claims(
             return done + written
 
     claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
+    keepers.stop(store.git_dir, [(c.ref, c.claim_id) for c in claim_refs])  # its keepalive
     if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)

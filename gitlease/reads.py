@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from . import keepers
 from . import receipts as receipts_mod
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, judge
@@ -24,7 +25,7 @@ def show(store: Store, resource: str) -> Claim:
     ref = encode(resource)
     store.refresh()
     claim = judge(store.read(ref), Now.read(), resource)
-    claim = mark_bound(store, [claim])[0]
+    claim = mark_kept(store, mark_bound(store, [claim]))[0]
     if claim.state == "invalid":
         raise corrupt_error(claim)
     return claim
@@ -42,7 +43,7 @@ def list_claims(
     if state:
         claims = [c for c in claims if c.state == state]
     claims.sort(key=lambda c: c.resource)
-    return mark_bound(store, claims)
+    return mark_kept(store, mark_bound(store, claims))
 
 
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:
@@ -105,6 +106,17 @@ def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
     return [
         c.replace(bound=True) if c.record and (c.ref, c.record.claim_id) in bound else c
         for c in claims
+    ]
+
+
+def mark_kept(store: Store, claims: list[Claim]) -> list[Claim]:
+    """The claims, with ``keepalive`` set on those a live keepalive process on this host
+    renews (docs/concepts.md); a process that died is never reported."""
+    kept = keepers.by_claim(store.git_dir)
+    if not kept:
+        return claims
+    return [
+        c.replace(keepalive=kept.get((c.ref, c.record.claim_id))) if c.record else c for c in claims
     ]
 
 

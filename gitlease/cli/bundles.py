@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -22,22 +23,78 @@ def _text(verb: str, result_id: str | None, claims: list[Any]) -> str:
     return "\n".join(lines)
 
 
+KEEPALIVE_HELP = (
+    "Then keep every member alive while the agent lives, as `gitlease bundle keepalive` does "
+    "(if that fails, they are released again)."
+)
+WHILE_PID_HELP = (
+    "Keep them alive while this process lives (default: the agent, the nearest process above "
+    "this one that is neither a shell nor gitlease)."
+)
+
+
 @command(bundle, "acquire")
 @click.argument("resources", nargs=-1, required=True)
 @acquire_options("every claim")
+@click.option("--keepalive", is_flag=True, help=KEEPALIVE_HELP)
 def acquire(
-    opts: Options, resources: tuple[str, ...], no_bind: bool, key_: str | None, **options: Any
+    opts: Options,
+    resources: tuple[str, ...],
+    no_bind: bool,
+    key_: str | None,
+    keepalive: bool,
+    **options: Any,
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
     from .. import bundle as B
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)
-    result = B.acquire_many(open_store(opts), names, bind=not no_bind, **options)
+    store = open_store(opts)
+    if keepalive:  # the process to watch, found before acquiring (USAGE if there is none)
+        from ..keepalive import keep_acquired, watched_process
+
+        watched = watched_process(watch_from=os.getppid())
+    result = B.acquire_many(store, names, bind=not no_bind, **options)
+    doc = result.to_dict()
+    text = _text("acquired", result.bundle_id, result.claims) + f"\nreceipt {result.receipt.path}"
+    if keepalive:
+        keeper = keep_acquired(store, result.receipt, watched)
+        for claim in doc["claims"]:
+            claim["keepalive"] = keeper.to_dict()
+        text += "\n" + keeper.describe()
+    emit(opts, doc, text)
+
+
+@command(bundle, "keepalive")
+@click.argument("bundle_id", required=False)
+@click.option("--while-pid", type=int, metavar="PID", help=WHILE_PID_HELP)
+@click.option("--max", "max_", metavar="D", help="Stop after this long at the latest (4h).")
+@click.option("--receipt", type=click.Path(), help="The bundle's receipt.")
+def keepalive(
+    opts: Options,
+    bundle_id: str | None,
+    while_pid: int | None,
+    max_: str | None,
+    receipt: str | None,
+) -> None:
+    """Renew every member in a detached process while the agent lives (see `keepalive`)."""
+    from ..keepalive import keep_bundle_alive
+
+    result = keep_bundle_alive(
+        open_store(opts),
+        bundle_id,
+        receipt=receipt,
+        while_pid=while_pid,
+        max_duration=max_,
+        watch_from=os.getppid(),
+    )
+    doc = {"bundle_id": result.bundle_id, "claims": [c.to_dict() for c in result.claims]}
+    keeper = result.claims[0].keepalive
     emit(
         opts,
-        result.to_dict(),
-        _text("acquired", result.bundle_id, result.claims) + f"\nreceipt {result.receipt.path}",
+        doc,
+        _text("kept", result.bundle_id, result.claims) + f"\n{keeper and keeper.describe()}",
     )
 
 

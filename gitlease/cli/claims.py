@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -73,15 +74,28 @@ def key(opts: Options, provider: str, items: tuple[str, ...], tag: str | None) -
     emit(opts, {"keys": keys}, "\n".join(k["resource"] for k in keys))
 
 
+KEEPALIVE_HELP = (
+    "Then keep the claim alive while the agent lives, as `gitlease keepalive` does (if that "
+    "fails, the claim is released again)."
+)
+
+
 @command(cli, "acquire")
 @click.argument("resource")
 @acquire_options("the claim")
-def acquire(opts: Options, resource: str, no_bind: bool, key_: str | None, **options: Any) -> None:
+@click.option("--keepalive", is_flag=True, help=KEEPALIVE_HELP)
+def acquire(
+    opts: Options, resource: str, no_bind: bool, key_: str | None, keepalive: bool, **options: Any
+) -> None:
     """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it."""
     from ..lease import acquire as do_acquire
 
     resource = resolve_resource(resource, key_)
     store = open_store(opts)
+    if keepalive:  # the process to watch, found before acquiring (USAGE if there is none)
+        from ..keepalive import keep_acquired, watched_process
+
+        watched = watched_process(watch_from=os.getppid())
     status = _WaitLine() if options["wait"] and not opts.json and sys.stderr.isatty() else None
     try:
         result = do_acquire(store, resource, bind=not no_bind, on_wait=status, **options)
@@ -89,9 +103,12 @@ def acquire(opts: Options, resource: str, no_bind: bool, key_: str | None, **opt
         if status:
             status.clear()
     doc = result.to_dict()
-    emit(
-        opts, doc, f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
-    )
+    text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
+    if keepalive:
+        keeper = keep_acquired(store, result.receipt, watched)
+        doc["keepalive"] = keeper.to_dict()
+        text += "\n" + keeper.describe()
+    emit(opts, doc, text)
 
 
 class _WaitLine:

@@ -99,6 +99,10 @@ def claim_table(claims: list[dict[str, Any]]) -> str:
         ]
         for c in claims
     ]
+    if any(c.get("keepalive") for c in claims):  # a column only when something is kept alive
+        header.append("KEPT BY")
+        for row, c in zip(rows, claims, strict=True):
+            row.append(f"pid {c['keepalive']['pid']}" if c.get("keepalive") else "")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     for row, c in zip(rows, claims, strict=True):
@@ -131,6 +135,7 @@ def claim_detail(claim: dict[str, Any]) -> str:
         "guarantee",
         "problem",
         "receipt",
+        "keepalive",
     ]
     width = max(len(k) for k in order)
     lines = []
@@ -138,7 +143,7 @@ def claim_detail(claim: dict[str, Any]) -> str:
         value = claim.get(key)
         if value is None or value is False:
             continue
-        text = escape(str(value))
+        text = escape(keeper_text(value) if key == "keepalive" else str(value))
         if key == "state":
             text = paint(text, claim["state"], colour)
             rel = relative(claim)
@@ -161,6 +166,15 @@ def log_lines(records: list[dict[str, Any]]) -> str:
             f"{escape(doc['owner'] or '')}{checkpoint}"
         )
     return "\n".join(lines) or "no history"
+
+
+def keeper_text(keeper: dict[str, Any]) -> str:
+    """A claim's ``keepalive`` object for people."""
+    watching = keeper["watching"]
+    return (
+        f"pid {keeper['pid']}, watching pid {watching['pid']} ({watching['name']}), "
+        f"until {keeper['until']} at the latest; log {keeper['log']}"
+    )
 
 
 def error_document(error: GitleaseError) -> dict[str, Any]:

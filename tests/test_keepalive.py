@@ -1,0 +1,394 @@
+"""keepalive: a detached process renews a claim while the agent lives, and only then.
+
+Real processes throughout: the watched "agent" is a real process (a ``sleep``, or
+a Python parent that runs gitlease through ``bash -c``), the keepalive is the
+real detached process, and every verdict comes from ``gitlease show``/``list``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from conftest import git, run_cli
+from hosts import HOST_B_ENV, make_host, make_server
+
+from gitlease import _procs
+from gitlease.clock import parse_rfc3339
+
+TTL = 2.0
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (an ended keepalive is reaped by init, maybe not at once)."""
+    proc = _procs.inspect(pid)
+    return proc is not None and proc.alive
+
+
+def _registered(repo: Path) -> list[dict]:
+    path = repo / ".git" / "worklease" / "keepalive.json"
+    try:
+        return json.loads(path.read_text())["keepers"]
+    except (OSError, ValueError):
+        return []
+
+
+@pytest.fixture(autouse=True)
+def no_stray_keepalive(repo: Path) -> Iterator[None]:
+    """Whatever a test leaves running is killed: a keepalive watching pytest would live on."""
+    yield
+    for entry in _registered(repo):
+        proc = _procs.inspect(entry["pid"])
+        if proc is not None and proc.start == entry["start"]:
+            os.kill(entry["pid"], signal.SIGKILL)
+
+
+@pytest.fixture
+def agent() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """``agent()``: a real process to watch (a ``sleep``), killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(["sleep", "600"])
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def show(cli, resource: str) -> dict:
+    result = cli("show", resource, "--json")
+    assert result.code == 0, result
+    return result.json
+
+
+def poll(predicate: Callable[[], bool], seconds: float) -> bool:
+    """Whether ``predicate`` became true, asked again and again for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def assert_lapses(cli, resource: str, since_wall: float) -> dict:
+    """The claim expires within its TTL (+1 s) of ``since_wall``, seen through ``show``: no
+    renewal came after that moment, and a ``show`` begun by then calls it expired."""
+    deadline = time.monotonic() + TTL + 1.0 - (time.time() - since_wall)
+    while True:
+        began = time.monotonic()
+        doc = show(cli, resource)
+        if doc["state"] == "expired":
+            break
+        assert began < deadline, f"still {doc['state']} {TTL + 1} s after: {doc}"
+        time.sleep(0.05)
+    # the last renewal came before the moment the keepalive had to stop (0.2 s: clock reads)
+    assert parse_rfc3339(doc["expires_at"]) / 1000 <= since_wall + TTL + 0.2, doc
+    return doc
+
+
+def keep(cli, resource: str, pid: int, *more: str, ttl: float = TTL):
+    got = cli("acquire", resource, "--ttl", f"{ttl:g}s", "--json")
+    assert got.code == 0, got
+    kept = cli("keepalive", resource, "--while-pid", str(pid), "--json", *more)
+    assert kept.code == 0, kept
+    return got.json, kept.json
+
+
+# ------------------------------------------------------------------ lifetime
+
+
+def test_a_kept_claim_outlives_its_ttl_and_lapses_when_the_agent_dies(cli, repo, agent) -> None:
+    watched = agent()
+    acquired, kept = keep(cli, "ka/1", watched.pid)
+    keeper = kept["keepalive"]
+    assert keeper["watching"] == {"pid": watched.pid, "name": "sleep"}
+    assert kept["claim_id"] == acquired["claim_id"]
+    started = time.monotonic()
+    while time.monotonic() - started < 8:  # four TTLs: only the keepalive renews it
+        doc = show(cli, "ka/1")
+        assert doc["state"] == "active", doc
+        assert doc["keepalive"]["pid"] == keeper["pid"]
+        time.sleep(0.5)
+    assert doc["renewed_at"] != acquired["renewed_at"]
+    second = cli("keepalive", "ka/1", "--while-pid", str(watched.pid))
+    assert second.code == 3 and f"keepalive process {keeper['pid']}" in second.err, second
+    watched.kill()
+    watched.wait()
+    killed = time.time()
+    doc = assert_lapses(cli, "ka/1", killed)
+    assert poll(lambda: not _alive(keeper["pid"]), 5)
+    assert doc["keepalive"] is None
+    log = Path(keeper["log"]).read_text()
+    assert f"the watched process {watched.pid} (sleep) ended" in log
+    assert Path(keeper["log"]).parent == Path(acquired["receipt"]).parent
+    assert Path(keeper["log"]).stat().st_mode & 0o777 == 0o600
+
+
+def test_kill_9_of_the_keepalive_lets_the_claim_lapse_and_show_stops_reporting_it(
+    cli, repo, agent
+) -> None:
+    watched = agent()
+    _, kept = keep(cli, "ka/2", watched.pid)
+    pid = kept["keepalive"]["pid"]
+    listed = cli("list", "--json").json["claims"]
+    assert [c["keepalive"]["pid"] for c in listed if c["resource"] == "ka/2"] == [pid]
+    table = cli("list").out
+    assert "KEPT BY" in table and f"pid {pid}" in table
+    assert f"keepalive    pid {pid}, watching pid {watched.pid} (sleep)" in cli("show", "ka/2").out
+    os.kill(pid, signal.SIGKILL)
+    killed = time.time()
+    assert_lapses(cli, "ka/2", killed)
+    assert poll(lambda: not _alive(pid), 5)
+    # its entry is still in the registry (nobody removed it), but a dead pid is not reported
+    assert [e["pid"] for e in _registered(repo)] == [pid]
+    assert show(cli, "ka/2")["keepalive"] is None
+    listed = cli("list", "--json").json["claims"]
+    assert [c["keepalive"] for c in listed] == [None]
+    assert "KEPT BY" not in cli("list").out
+
+
+def test_release_ends_the_keepalive_process(cli, repo, agent) -> None:
+    watched = agent()
+    _, kept = keep(cli, "ka/3", watched.pid, ttl=60)  # no renewal for 20 s: release stops it
+    pid = kept["keepalive"]["pid"]
+    assert _alive(pid)
+    released = cli("release", "ka/3")
+    assert released.code == 0, released
+    assert not _alive(pid)  # release waited for it
+    assert _registered(repo) == []
+    assert show(cli, "ka/3")["state"] == "released"
+    assert "stopped: told to stop" in Path(kept["keepalive"]["log"]).read_text()
+
+
+def test_max_stops_it(cli, repo, agent) -> None:
+    watched = agent()
+    _, kept = keep(cli, "ka/4", watched.pid, "--max", "3s")
+    started_at = parse_rfc3339(kept["keepalive"]["started_at"]) / 1000
+    assert parse_rfc3339(kept["keepalive"]["until"]) / 1000 == pytest.approx(
+        started_at + 3, abs=0.01
+    )
+    assert_lapses(cli, "ka/4", started_at + 3)
+    assert poll(lambda: not _alive(kept["keepalive"]["pid"]), 5)
+    assert "--max (3s) reached" in Path(kept["keepalive"]["log"]).read_text()
+    assert _alive(watched.pid)
+
+
+def test_a_replaced_claim_stops_it(cli, repo, worktrees, agent) -> None:
+    a, b = worktrees
+    watched = agent()
+    assert cli("acquire", "ka/5", "--ttl", f"{TTL:g}s", cwd=a).code == 0
+    kept = cli("keepalive", "ka/5", "--while-pid", str(watched.pid), "--json", cwd=a).json
+    pid = kept["keepalive"]["pid"]
+    os.kill(pid, signal.SIGSTOP)  # a stalled keepalive: the claim runs out meanwhile
+    try:
+        assert poll(lambda: show(cli, "ka/5")["state"] == "expired", TTL + 5)
+        taken = cli("acquire", "ka/5", "--ttl", "1m", "--owner", "agent-b", "--json", cwd=b)
+        assert taken.code == 0, taken
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert poll(lambda: not _alive(pid), 5)  # its next renewal answered LOST
+    doc = show(cli, "ka/5")
+    assert doc["state"] == "active" and doc["owner"] == "agent-b"
+    assert doc["claim_id"] == taken.json["claim_id"] and doc["keepalive"] is None
+    assert "LOST" in Path(kept["keepalive"]["log"]).read_text()
+
+
+# ------------------------------------------------------------------ detached, no secrets
+
+
+def test_detached_without_token_or_test_switches(cli, repo) -> None:
+    # through a pipe: the command returns although the keepalive lives on (it holds no end
+    # of the pipe); it watches pytest here, and the test releases the claim
+    gitlease = f"{sys.executable} -m gitlease"
+    piped = subprocess.run(
+        ["bash", "-c", f"{gitlease} acquire ka/6 --ttl 2s --keepalive --json | cat"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "GITLEASE_TESTING_BOOT_OFFSET_MS": "0"},
+    )
+    assert piped.returncode == 0, piped
+    doc = json.loads(piped.stdout)
+    pid = doc["keepalive"]["pid"]
+    token = json.loads(Path(doc["receipt"]).read_text())["token"]
+    assert token.startswith("glt_")
+    for name in ("cmdline", "environ"):
+        raw = Path(f"/proc/{pid}/{name}").read_bytes()
+        assert b"glt_" not in raw and token.encode() not in raw
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert not [v for v in environ if v.startswith(b"GITLEASE_")]
+    stat = _procs.inspect(pid)
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    session, tty = int(fields[3]), int(fields[4])
+    assert stat is not None and session != os.getsid(0) and session != pid and tty == 0
+    assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+    assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
+    assert os.readlink(f"/proc/{pid}/fd/1") == doc["keepalive"]["log"]
+    assert os.readlink(f"/proc/{pid}/cwd") == "/"
+    assert doc["keepalive"]["watching"]["pid"] == os.getpid()  # pytest: the nearest non-shell
+    assert token not in Path(doc["keepalive"]["log"]).read_text()
+    assert cli("release", "ka/6").code == 0
+    assert not _alive(pid)
+
+
+def test_it_survives_the_callers_terminal_closing(cli, repo, agent) -> None:
+    watched = agent()
+    assert cli("acquire", "ka/10", "--ttl", f"{TTL:g}s").code == 0
+    out = repo / "kept.json"
+    master, slave = os.openpty()
+
+    def on_the_terminal() -> None:  # in the child: the pty becomes its controlling terminal
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    command = (
+        f"{sys.executable} -m gitlease keepalive ka/10 --while-pid {watched.pid} --json > {out}"
+        "; sleep 600"
+    )
+    shell = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=repo,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=on_the_terminal,
+    )
+    os.close(slave)
+    try:
+        assert poll(lambda: out.exists() and out.stat().st_size > 0, 30)
+        pid = json.loads(out.read_text())["keepalive"]["pid"]
+    finally:
+        os.close(master)  # the terminal goes away: its session gets SIGHUP
+    assert shell.wait(timeout=30) == -signal.SIGHUP
+    time.sleep(TTL)
+    assert _alive(pid)
+    assert show(cli, "ka/10")["keepalive"]["pid"] == pid
+    assert show(cli, "ka/10")["state"] == "active"
+    assert cli("release", "ka/10").code == 0
+
+
+def test_the_default_watched_process_is_the_python_parent_of_the_shells(repo) -> None:
+    # python -> bash -> sh -> timeout (a launcher of gitlease) -> python -m gitlease
+    out = repo / "acquired.json"
+    gitlease = f"{sys.executable} -m gitlease"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "inner = sys.argv[1]\n"
+            "r = subprocess.run(['bash', '-c', f'sh -c {inner!r}; true'], capture_output=True)\n"
+            "open(sys.argv[2], 'wb').write(r.stdout)\n"
+            "time.sleep(600)\n",
+            f"timeout 60 {gitlease} acquire ka/7 --ttl 2s --keepalive --json; true",
+            str(out),
+        ],
+        cwd=repo,
+    )
+    try:
+        assert poll(lambda: out.exists() and out.stat().st_size > 0, 30)
+        doc = json.loads(out.read_text())
+        assert doc["keepalive"]["watching"]["pid"] == parent.pid
+        assert doc["keepalive"]["watching"]["name"].startswith("python")
+        time.sleep(TTL)  # past the TTL: kept
+        assert run_cli("show", "ka/7", "--json", cwd=repo).json["state"] == "active"
+    finally:
+        parent.kill()
+        parent.wait()
+    killed = time.time()
+    assert_lapses(lambda *a: run_cli(*a, cwd=repo), "ka/7", killed)
+
+
+def test_through_a_remote_each_renewal_is_bounded_by_the_time_left(tmp_path, agent) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    watched = agent()
+    acquired = run_cli("acquire", "kr/1", "--ttl", f"{TTL:g}s", "--json", cwd=a).json
+    kept = run_cli("keepalive", "kr/1", "--while-pid", str(watched.pid), "--json", cwd=a)
+    assert kept.code == 0, kept
+    keeper = kept.json["keepalive"]
+    time.sleep(2 * TTL)
+    at_remote = git("rev-parse", acquired["ref"], cwd=server).stdout.strip()
+    assert at_remote != acquired["oid"]  # renewed at the remote, not only in A's mirror
+    held = run_cli("acquire", "kr/1", cwd=b, env=HOST_B_ENV)
+    assert held.code == 3, held
+    # from now on every push hangs for a minute: a renewal waits no longer than the claim has
+    # left, so the keepalive finds the claim expired and stops long before the push returns
+    marker = tmp_path / "stall"
+    wrapper = tmp_path / "stalling-receive-pack"
+    wrapper.write_text(f'#!/bin/sh\n[ -e "{marker}" ] && sleep 60\nexec git-receive-pack "$@"\n')
+    wrapper.chmod(0o755)
+    git("config", "remote.origin.receivepack", str(wrapper), cwd=a)
+    marker.touch()
+    assert poll(lambda: not _alive(keeper["pid"]), 2 * TTL + 5)
+    assert "the claim expired while renewing failed" in Path(keeper["log"]).read_text()
+
+
+# ------------------------------------------------------------------ bundles, errors, API
+
+
+def test_bundle_acquire_keepalive_and_bundle_release(cli, repo, agent) -> None:
+    got = cli("bundle", "acquire", "kb/1", "kb/2", "--ttl", "2s", "--keepalive", "--json")
+    assert got.code == 0, got
+    pids = {c["keepalive"]["pid"] for c in got.json["claims"]}
+    assert len(pids) == 1
+    (pid,) = pids
+    second = cli("bundle", "keepalive", got.json["bundle_id"], "--while-pid", str(agent().pid))
+    assert second.code == 3 and str(pid) in second.err
+    time.sleep(TTL + 0.5)
+    shown = cli("bundle", "show", got.json["bundle_id"], "--json").json["claims"]
+    assert [(c["state"], c["keepalive"]["pid"]) for c in shown] == [("active", pid)] * 2
+    assert cli("bundle", "release", got.json["bundle_id"]).code == 0
+    assert not _alive(pid)
+    watched = agent()
+    again = cli("bundle", "acquire", "kb/1", "kb/2", "--ttl", "1m", "--json").json
+    kept = cli("bundle", "keepalive", "--while-pid", str(watched.pid), "--json").json
+    assert kept["bundle_id"] == again["bundle_id"]
+    assert {c["keepalive"]["watching"]["pid"] for c in kept["claims"]} == {watched.pid}
+
+
+def test_refusals(cli, repo, agent) -> None:
+    assert cli("keepalive", "ka/8", "--while-pid", "1").code == 4  # not held: no receipt
+    assert cli("acquire", "ka/8", "--ttl", "1m").code == 0
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for args in (["--while-pid", str(dead.pid)], ["--while-pid", "0"], ["--max", "0s"]):
+        got = cli("keepalive", "ka/8", *args)
+        assert got.code == 2 and "Traceback" not in got.err, (args, got)
+    assert cli("keepalive", "ka/8", "--while-pid", "x").code == 2
+    assert _registered(repo) == []
+    assert cli("release", "ka/8").code == 0
+    assert cli("keepalive", "ka/8", "--while-pid", str(agent().pid)).code == 4  # released
+
+
+def test_python_api(repo, agent, monkeypatch) -> None:
+    import gitlease
+
+    monkeypatch.chdir(repo)
+    store = gitlease.open_store()
+    gitlease.acquire(store, "ka/9", ttl="1m")
+    watched = agent()
+    claim = gitlease.keep_alive(store, "ka/9", while_pid=watched.pid, max_duration="1h")
+    assert claim.keepalive is not None and claim.keepalive.watched_pid == watched.pid
+    assert gitlease.show(store, "ka/9").keepalive == claim.keepalive
+    with pytest.raises(gitlease.HeldError):
+        gitlease.keep_alive(store, "ka/9", while_pid=watched.pid)
+    gitlease.release(store, "ka/9")
+    assert not _alive(claim.keepalive.pid)
+    assert gitlease.show(store, "ka/9").keepalive is None
