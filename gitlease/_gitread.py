@@ -8,6 +8,7 @@ and bytes it is given.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,6 +20,27 @@ from .value import Value
 UNREADABLE_OID = "0" * 40
 _PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
 _PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
+
+
+#: What git exports to the hooks it runs that would point another git process at a different
+#: repository, index, object directory (a push's quarantine) or ref namespace than it names.
+_REPOSITORY_ENV = frozenset({
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH",
+    "GIT_NAMESPACE",
+})  # fmt: skip
+
+
+def git_env(git_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a git process on one repository of gitlease's (a store, the
+    repository here): without the location variables a surrounding git hook exported, so
+    gitlease run from a hook (a commit check, a server's pre-receive) reads and writes
+    exactly the repository it names; with ``GIT_DIR`` when ``git_dir`` is given."""
+    env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_ENV}
+    if git_dir is not None:
+        env["GIT_DIR"] = str(git_dir)
+    env.update(extra)
+    return env
 
 
 class Snapshot(Value):

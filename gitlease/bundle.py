@@ -54,7 +54,9 @@ def acquire_many(
     **options: Unpack[AcquireOptions],
 ) -> BundleResult:
     """Take every resource or none, as one bundle (``options`` as for an acquire)."""
-    asked = request.acquire_request(resources, bundle=True, **options)
+    asked = request.acquire_request(
+        resources, bundle=True, worktree=store.location.worktree, **options
+    )
     claims, rec = core.acquire_claims(store, asked, on_wait=on_wait)
     return BundleResult(rec.bundle_id, claims, rec)
 

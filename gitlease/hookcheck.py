@@ -28,7 +28,8 @@ ADVICE = (
 
 def problems(cwd: Path | None = None) -> list[str]:
     """Why a commit from this worktree must be refused (empty: it may proceed)."""
-    from .location import find_git_dir, open_store
+    from .gitdirs import find_git_dir
+    from .location import open_store
 
     found = find_git_dir(cwd or Path.cwd())
     if found is None:

@@ -53,7 +53,7 @@ def acquire(
     coordination_only, wait, receipt, bind). ``on_wait`` is called with a
     :class:`~gitlease.waiting.Waiting` between ``wait`` retries.
     """
-    asked = request.acquire_request([resource], **options)
+    asked = request.acquire_request([resource], worktree=store.location.worktree, **options)
     claims, rec = core.acquire_claims(store, asked, on_wait=on_wait)
     return Acquired(claims[0], rec)
 

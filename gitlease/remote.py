@@ -29,7 +29,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from ._files import flocked, is_stale, lock_age
-from ._gitread import Snapshot, stderr_text
+from ._gitread import Snapshot, git_env, stderr_text
 from .clock import Now
 from .errors import (
     CompareAndSwapFailed,
@@ -315,9 +315,7 @@ class RemoteStore(Store):
         timeout = self._seconds_left(NETWORK_TIMEOUT_SECONDS)
         if timeout <= 0:
             return None
-        env = dict(os.environ, GIT_DIR=str(self.git_dir), GIT_TERMINAL_PROMPT="0")
-        for name in ("GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE"):
-            env.pop(name, None)
+        env = git_env(self.git_dir, GIT_TERMINAL_PROMPT="0")
         try:
             return subprocess.run(
                 ["git", *args],

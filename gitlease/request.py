@@ -36,20 +36,26 @@ def resolve_ttl(ttl: str | int | None) -> int:
     return ms
 
 
-def default_owner() -> str:
-    """``user@host:pid`` (no socket or getpass import: ~5 ms on every acquire)."""
+def default_owner(worktree: Path | None = None) -> str:
+    """``user@host:<worktree directory name>`` in a worktree (the same for every call made
+    from it: the identity gitlease uses), ``user@host:pid`` outside one. (No socket or
+    getpass import: ~5 ms on every acquire.)"""
     try:
         import pwd
 
         user = pwd.getpwuid(os.getuid()).pw_name
     except (ImportError, KeyError):
         user = os.environ.get("USER") or str(os.getuid())
-    return f"{user}@{os.uname().nodename}:{os.getpid()}"
+    # a directory's name can hold anything: the label must pass the check it is put to
+    where = str(os.getpid())
+    if worktree is not None:
+        where = "".join(c if c.isprintable() else "?" for c in worktree.name)[:100]
+    return f"{user}@{os.uname().nodename}:{where}"
 
 
-def resolve_owner(owner: str | None) -> str:
+def resolve_owner(owner: str | None, worktree: Path | None = None) -> str:
     """The owner label: given, ``GITLEASE_OWNER``, or :func:`default_owner`."""
-    owner = owner or os.environ.get("GITLEASE_OWNER") or default_owner()
+    owner = owner or os.environ.get("GITLEASE_OWNER") or default_owner(worktree)
     return check_text(owner, "the owner label", max_chars=200)
 
 
@@ -83,9 +89,16 @@ class AcquireOptions(TypedDict, total=False):
 
 
 def acquire_request(
-    resources: Iterable[str], *, bundle: bool = False, **options: Unpack[AcquireOptions]
+    resources: Iterable[str],
+    *,
+    bundle: bool = False,
+    worktree: Path | None = None,
+    **options: Unpack[AcquireOptions],
 ) -> AcquireRequest:
-    """Check every argument of an acquire (USAGE on anything wrong; nothing was touched)."""
+    """Check every argument of an acquire (USAGE on anything wrong; nothing was touched).
+
+    ``worktree``: the caller's worktree, which names the default owner label.
+    """
     names = tuple(resources)
     if not names:
         raise UsageError("name at least one resource")
@@ -99,7 +112,7 @@ def acquire_request(
     if note is not None:
         check_text(note, "the note")
     ttl_ms = resolve_ttl(options.get("ttl"))
-    owner = resolve_owner(options.get("owner"))
+    owner = resolve_owner(options.get("owner"), worktree)
     wait = options.get("wait")
     wait_ms = parse_duration_ms(wait, name="--wait") if wait is not None else None
     explicit = receipts_mod.explicit_path(options.get("receipt"))

@@ -35,6 +35,7 @@ from ._gitread import (
     UNREADABLE_OID,
     Snapshot,
     broken_refs,
+    git_env,
     packed_refs_problem,
     parse_for_each_ref,
     stderr_text,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = UNREADABLE_OID
 _GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
+_LOG_KEY = "core.logAllRefUpdates"
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
 BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
@@ -111,9 +113,7 @@ class Store:
     # ----------------------------------------------------------------- reads
 
     def _git(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        env = dict(os.environ, GIT_DIR=str(self.git_dir))
-        env.pop("GIT_WORK_TREE", None)
-        env.pop("GIT_COMMON_DIR", None)
+        env = git_env(self.git_dir)
         try:
             return subprocess.run(["git", *args], input=input, capture_output=True, env=env)
         except OSError as exc:
@@ -350,7 +350,8 @@ class Store:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
     def _ensure_gc_config(self) -> None:
-        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early.
+        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early,
+        and make libgit2 write reflogs in a bare store (it writes none there by default).
 
         Best effort: it touches history retention, never ownership, so it never fails a
         write. Racing first writers in a fresh store meet on ``config.lock``: whoever loses
@@ -360,9 +361,12 @@ class Store:
         while True:
             try:
                 config = self.repo.config
-                if _GC_KEY in config:
+                if _GC_KEY in config and _LOG_KEY in config:
                     return
-                config[_GC_KEY] = "never"
+                if _LOG_KEY not in config:
+                    config[_LOG_KEY] = "true"
+                if _GC_KEY not in config:
+                    config[_GC_KEY] = "never"
                 return
             except Exception:
                 if time.monotonic() >= deadline:

@@ -38,8 +38,52 @@ os.environ.update(
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _build_wall_clock_shim() -> Path | None:
+    """``tests/wallclock.c`` built once per session: an LD_PRELOAD that moves the wall clock
+    and nothing else (why not libfaketime: see the file)."""
+    out = _HOME / "libwallclock.so"
+    try:
+        built = subprocess.run(
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(ROOT / "tests" / "wallclock.c"),
+             "-ldl"],
+            capture_output=True,
+        )  # fmt: skip
+    except OSError:
+        return None
+    return out if built.returncode == 0 else None
+
+
+WALL_CLOCK_SHIM = _build_wall_clock_shim()
+NEEDS_SHIM = pytest.mark.skipif(
+    WALL_CLOCK_SHIM is None, reason="a C compiler (cc) builds tests/wallclock.c: none found"
+)
+
+
+def wall_clock_moved(seconds: int) -> dict[str, str]:
+    """Environment for a process whose wall clock reads ``seconds`` off; its boot clock does not."""
+    return {"LD_PRELOAD": str(WALL_CLOCK_SHIM), "WALLCLOCK_OFFSET_SECONDS": str(seconds)}
+
+
 def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, text=True, capture_output=True, check=check)
+
+
+def store_path(cwd: Path) -> Path:
+    """The git dir of the store gitlease uses from ``cwd`` (made if it does not exist yet).
+
+    In a repository that is the project's shared store under the per-user state directory,
+    not the repository's own ``.git`` (docs/reference/store.md).
+    """
+    from gitlease.location import ensure_exists, locate
+
+    location = locate(cwd=cwd)
+    ensure_exists(location)
+    return location.git_dir
+
+
+def store_git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``git`` run on the store that gitlease uses from ``cwd``, as a person would inspect it."""
+    return git(f"--git-dir={store_path(cwd)}", *args, cwd=cwd, check=check)
 
 
 def make_repo(path: Path) -> Path:

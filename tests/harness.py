@@ -118,11 +118,15 @@ def run(
     stats = Stats()
     stop = threading.Event()
 
+    # git works on every store while the clients do: the remote and each host's own store
+    # (hosts.py), or the shared store of the single repository (docs/reference/store.md)
+    stores = [repo, *(p / ".git" for p, _ in places)] if hosts else [_store_of(repo)]
+
     def collector() -> None:
         while not stop.wait(rng.uniform(0.5, 2.0)):
-            for where in {repo, *(p for p, _ in places)}:
+            for git_dir in stores:
                 for args in (["gc", "--quiet"], ["pack-refs", "--all"]):
-                    subprocess.run(["git", *args], cwd=where, capture_output=True)
+                    subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True)
                     stats.gcs += 1
 
     gc_thread = threading.Thread(target=collector, daemon=True)
@@ -149,8 +153,16 @@ def run(
             proc.send_signal(signal.SIGKILL)
             proc.wait()
         gc_thread.join()
-    check(repo, log_dir, names, stats, boot_offsets)
+    check(repo, log_dir, names, stats, boot_offsets, remote=bool(hosts))
     return stats
+
+
+def _store_of(repo: Path) -> Path:
+    from gitlease.location import ensure_exists, locate
+
+    location = locate(cwd=repo)
+    ensure_exists(location)
+    return location.git_dir
 
 
 def _operations(log_dir: Path) -> list[dict]:
@@ -181,14 +193,21 @@ def check(
     resources: list[str],
     stats: Stats,
     boot_offsets: dict[str, int] | None = None,
+    *,
+    remote: bool = False,
 ) -> Stats:
-    """Count violations of the four properties (see the module docstring)."""
+    """Count violations of the four properties (see the module docstring).
+
+    ``repo``: the remote the hosts share (``remote``), or the repository whose store the
+    clients used.
+    """
     import history
 
     from gitlease.location import open_store
     from gitlease.reads import log
 
-    store = open_store(repo, remote="")  # the records themselves, not a host's view of them
+    # the records themselves, not a host's view of them
+    store = open_store(repo, remote="") if remote else open_store(cwd=repo, remote="")
     intervals: dict[str, dict[str, tuple[int, int, int]]] = {}
     v = stats.violations
     for resource in resources:

@@ -37,9 +37,15 @@ def make_server(base: Path) -> Path:
 
 
 def make_host(url: str, path: Path) -> Path:
-    """A clone acting as one host, coordinating through ``origin``."""
+    """A clone acting as one host, coordinating through ``origin``.
+
+    On one machine, clones of one origin would share one store (docs/reference/store.md);
+    each "host" keeps its store in its own ``.git`` instead (``gitlease.store``), as two
+    machines would.
+    """
     git("clone", "-q", url, str(path), cwd=path.parent)
     git("config", "gitlease.remote", "origin", cwd=path)
+    git("config", "gitlease.store", str(path / ".git"), cwd=path)
     return path
 
 

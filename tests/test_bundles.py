@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import store_git, store_path
 from history import assert_no_two_holders
 
 CTX = multiprocessing.get_context("fork")
@@ -49,11 +49,17 @@ def test_bundle_lifecycle_touches_every_member(cli, repo: Path) -> None:
 def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:
     got = cli("bundle", "acquire", "t/1", "t/2", "--json").json
     member = got["claims"][1]
-    raw = git("cat-file", "blob", member["oid"], cwd=repo).stdout.replace('"test-agent"', '"eve"')
+    raw = store_git("cat-file", "blob", member["oid"], cwd=repo).stdout.replace(
+        '"test-agent"', '"eve"'
+    )
     forged = subprocess.run(
-        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw, text=True, capture_output=True
+        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+        cwd=repo,
+        input=raw,
+        text=True,
+        capture_output=True,
     ).stdout.strip()
-    git("update-ref", member["ref"], forged, cwd=repo)
+    store_git("update-ref", member["ref"], forged, cwd=repo)
     beat = cli("bundle", "heartbeat", got["bundle_id"], "--json")
     assert beat.code == 4 and "t/2" in beat.json["error"]["message"]
     first = cli("show", "t/1", "--json").json
@@ -106,7 +112,7 @@ def test_ring_of_bundles(repo: Path) -> None:
         assert len(expected) == 2 * len(winners), "no resource held twice"
         for resource in held:  # free the ring for the next round
             ref = "refs/worklease/" + resource + ".lease"
-            git("update-ref", "-d", ref, cwd=repo)
+            store_git("update-ref", "-d", ref, cwd=repo)
         del round_
 
 

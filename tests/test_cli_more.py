@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from conftest import git
+from conftest import git, store_git, store_path
 
 R = "github/acme/api/42"
 
@@ -20,8 +20,8 @@ def test_history_survives_gc_and_pack_refs(cli, repo: Path) -> None:
     cli("heartbeat", R)
     cli("release", R, "--checkpoint", "c1")
     doc = cli("acquire", R, "--json").json
-    git("gc", "--prune=now", "--quiet", cwd=repo)
-    git("pack-refs", "--all", cwd=repo)
+    store_git("gc", "--prune=now", "--quiet", cwd=repo)
+    store_git("pack-refs", "--all", cwd=repo)
     history = cli("log", R, "--json").json["records"]
     assert [(h["revision"], h["state"]) for h in history] == [
         (1, "active"),
@@ -30,12 +30,12 @@ def test_history_survives_gc_and_pack_refs(cli, repo: Path) -> None:
         (2, "active"),
     ]
     assert history[2]["checkpoint"] == "c1"
-    log_file = repo / ".git" / "logs" / doc["ref"]
+    log_file = store_path(repo) / "logs" / doc["ref"]
     assert len(log_file.read_text().strip().splitlines()) == 4
     for i in range(4):  # every reflog entry still names a readable record
-        oid = git("rev-parse", f"{doc['ref']}@{{{i}}}", cwd=repo).stdout.strip()
-        assert git("cat-file", "-t", oid, cwd=repo).stdout.strip() == "blob"
-    assert "not a commit" not in git("gc", cwd=repo).stderr
+        oid = store_git("rev-parse", f"{doc['ref']}@{{{i}}}", cwd=repo).stdout.strip()
+        assert store_git("cat-file", "-t", oid, cwd=repo).stdout.strip() == "blob"
+    assert "not a commit" not in store_git("gc", cwd=repo).stderr
 
 
 def test_console_scripts_and_git_lease(repo: Path) -> None:
@@ -105,11 +105,13 @@ def test_keys_compose_with_free_and_acquire(cli, repo: Path) -> None:
     assert free == ["beads/bd-a1", "beads/bd-c3"]
     bad = cli("key", "github", "not a reference", "--json")
     assert bad.code == 2 and "accepts" in bad.json["error"]["message"]
-    before = git("for-each-ref", "refs/worklease/", cwd=repo).stdout
+    before = store_git("for-each-ref", "refs/worklease/", cwd=repo).stdout
     for provider in ("github", "gitlab", "jira", "linear", "beads", "taskmaster", "path"):
         refused = cli("acquire", "--key", provider, "../../outside?#", "--json")
         assert refused.code == 2, (provider, refused)
-    assert git("for-each-ref", "refs/worklease/", cwd=repo).stdout == before, "nothing written"
+    assert store_git("for-each-ref", "refs/worklease/", cwd=repo).stdout == before, (
+        "nothing written"
+    )
     assert cli("key", "taskmaster", "3.2", "--tag", "feature").out.strip() == (
         "taskmaster/feature/3.2"
     )

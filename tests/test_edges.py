@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo
+from conftest import git, make_repo, store_git, store_path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 R = "edge/1"
@@ -119,12 +119,15 @@ def put(repo: Path, ref: str, data: bytes) -> str:
     """Point ``ref`` at a blob holding ``data``, as a hand-run git command would."""
     oid = (
         subprocess.run(
-            ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True
+            ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+            cwd=repo,
+            input=data,
+            capture_output=True,
         )
         .stdout.decode()
         .strip()
     )
-    git("update-ref", ref, oid, cwd=repo)
+    store_git("update-ref", ref, oid, cwd=repo)
     return oid
 
 
@@ -546,7 +549,7 @@ def test_a_ref_rolled_back_to_an_older_tombstone_is_refused(cli, worktrees) -> N
     tombstone = cli("release", R, "--json", cwd=a).json["oid"]
     again = cli("acquire", R, "--json", cwd=a).json
     assert again["revision"] == first["revision"] + 1
-    git("update-ref", ref_of(R), tombstone, cwd=a)  # a restored backup does the same
+    store_git("update-ref", ref_of(R), tombstone, cwd=a)  # a restored backup does the same
     got = cli("acquire", R, "--json", cwd=b)
     assert got.code == 7, f"a second holder while {again['claim_id']} holds: {got}"
     assert cli("verify", cwd=b).code == 7
@@ -698,7 +701,7 @@ def _partial_bundle(cli, repo: Path, receipt: Path | None = None) -> list[str]:
     (libgit2 commits ref by ref). Built by removing the other member's ref."""
     extra = ["--receipt", str(receipt)] if receipt else []
     assert cli("bundle", "acquire", "p/1", "p/2", "--no-bind", *extra).code == 0
-    git("update-ref", "-d", ref_of("p/2"), cwd=repo)
+    store_git("update-ref", "-d", ref_of("p/2"), cwd=repo)
     return extra
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo, run_cli
+from conftest import git, make_repo, run_cli, store_git, store_path
 
 R = "fault/1"
 needs_root = pytest.mark.skipif(
@@ -30,8 +30,16 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def on_the_mount(mnt: Path) -> Path:
+    """A repository whose claim store is on the mount too (git config gitlease.store)."""
+    repo = make_repo(mnt / "repo")
+    git("init", "-q", "--bare", str(mnt / "store.git"), cwd=mnt)
+    git("config", "gitlease.store", str(mnt / "store.git"), cwd=repo)
+    return repo
+
+
 def state(repo: Path) -> str:
-    return git(
+    return store_git(
         "for-each-ref", "--format=%(refname) %(objectname)", "refs/worklease/", cwd=repo
     ).stdout
 
@@ -39,7 +47,7 @@ def state(repo: Path) -> str:
 @needs_root
 def test_read_only_store(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "mnt", "8m") as mnt:
-        repo = make_repo(mnt / "repo")
+        repo = on_the_mount(mnt)
         assert run_cli("acquire", R, "--ttl", "1m", cwd=repo).code == 0
         before = state(repo)
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
@@ -60,7 +68,7 @@ def test_read_only_store(tmp_path: Path) -> None:
 @needs_root
 def test_disk_full(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "mnt", "4m") as mnt:
-        repo = make_repo(mnt / "repo")
+        repo = on_the_mount(mnt)
         assert run_cli("acquire", R, "--ttl", "1m", cwd=repo).code == 0
         before = state(repo)
         filler = mnt / "filler"
@@ -80,8 +88,8 @@ def test_disk_full(tmp_path: Path) -> None:
 
 def test_corrupt_packed_refs(cli, repo: Path) -> None:
     assert cli("acquire", R).code == 0
-    git("pack-refs", "--all", cwd=repo)
-    packed = repo / ".git" / "packed-refs"
+    store_git("pack-refs", "--all", cwd=repo)
+    packed = store_path(repo) / "packed-refs"
     good = packed.read_bytes()
     packed.write_bytes(good + b"this is not a packed ref\n")
     for args in (["acquire", "fault/2"], ["list"], ["verify"], ["free", "fault/2"], ["show", R]):
@@ -98,7 +106,7 @@ def test_corrupt_packed_refs(cli, repo: Path) -> None:
 
 def test_truncated_loose_ref(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--json").json
-    loose = repo / ".git" / doc["ref"]
+    loose = store_path(repo) / doc["ref"]
     loose.write_text(doc["oid"][:20])
     assert cli("show", R).code == 7
     assert cli("acquire", R).code == 7
@@ -173,7 +181,7 @@ def test_current_directory_removed(repo: Path, tmp_path: Path) -> None:
 def test_a_lock_dated_in_the_future_does_not_wedge_the_resource(cli, repo: Path) -> None:
     """kill -9 inside the lock window, then the wall clock stepped back."""
     assert cli("acquire", R).code == 0
-    lock = repo / ".git" / "refs" / "worklease" / "fault" / "1.lease.lock"
+    lock = store_path(repo) / "refs" / "worklease" / "fault" / "1.lease.lock"
     lock.write_text("")
     later = time.time() + 600
     os.utime(lock, (later, later))
@@ -186,8 +194,8 @@ def test_a_lock_dated_in_the_future_does_not_wedge_the_resource(cli, repo: Path)
 
 def test_a_damaged_packed_line_never_makes_a_held_claim_look_free(cli, repo: Path) -> None:
     doc = cli("acquire", R, "--json").json
-    git("pack-refs", "--all", cwd=repo)
-    packed = repo / ".git" / "packed-refs"
+    store_git("pack-refs", "--all", cwd=repo)
+    packed = store_path(repo) / "packed-refs"
     packed.write_text(packed.read_text().replace(doc["oid"], doc["oid"] + "ab"))
     contender = repo.parent / "contender"
     contender.mkdir(mode=0o700)
@@ -217,9 +225,11 @@ def test_retried_release_without_a_resource_succeeds(cli) -> None:
 
 def test_a_locked_git_config_never_fails_a_claim(cli, repo: Path) -> None:
     """Racing first writers in a fresh store meet on config.lock (seen in the ring test)."""
-    lock = repo / ".git" / "config.lock"
+    lock = store_path(repo) / "config.lock"
     lock.write_text("")
     assert cli("acquire", R).code == 0
     lock.unlink()
     assert cli("acquire", "fault/2").code == 0
-    assert git("config", "--get", "gc.refs/worklease/*.reflogExpireUnreachable", cwd=repo).stdout
+    assert store_git(
+        "config", "--get", "gc.refs/worklease/*.reflogExpireUnreachable", cwd=repo
+    ).stdout

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import git
+from conftest import store_git, store_path
 
 
 def gitlease_cmd() -> str:
@@ -68,11 +68,17 @@ def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
     )
     time.sleep(1.5)
     oid = cli("show", "job/3", "--json").json["oid"]
-    raw = git("cat-file", "blob", oid, cwd=repo).stdout.replace("revision 1", "revision 5")
+    raw = store_git("cat-file", "blob", oid, cwd=repo).stdout.replace("revision 1", "revision 5")
     forged = subprocess.run(
-        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=raw, text=True, capture_output=True
+        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+        cwd=repo,
+        input=raw,
+        text=True,
+        capture_output=True,
     ).stdout.strip()
-    git("update-ref", "refs/worklease/job/3.lease", forged, cwd=repo)  # edited behind its back
+    store_git(
+        "update-ref", "refs/worklease/job/3.lease", forged, cwd=repo
+    )  # edited behind its back
     started = time.monotonic()
     code = proc.wait(timeout=30)
     assert code == 4 and time.monotonic() - started < 10  # poll 1s + TERM ignored + 5s grace

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import harness
 import pytest
-from conftest import git
+from conftest import store_git
 
 SECONDS = 45
 
@@ -90,4 +90,4 @@ def test_soak_script_prints_its_figures(repo: Path) -> None:
         "violations fenced-sink: 0",
     ):
         assert word in out.stdout
-    assert git("for-each-ref", "refs/worklease/", cwd=repo).stdout
+    assert store_git("for-each-ref", "refs/worklease/", cwd=repo).stdout

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, store_git, store_path
 
 R = "github/acme/api/7"
 
@@ -94,11 +94,17 @@ def test_tampered_record_and_missing_receipt_refuse(cli, worktrees) -> None:
     receipt.chmod(0o600)
     assert commit(a)[0]
 
-    raw = git("cat-file", "blob", doc["oid"], cwd=a).stdout.replace("revision 1", "revision 9")
+    raw = store_git("cat-file", "blob", doc["oid"], cwd=a).stdout.replace(
+        "revision 1", "revision 9"
+    )
     forged = subprocess.run(
-        ["git", "hash-object", "-w", "--stdin"], cwd=a, input=raw, text=True, capture_output=True
+        ["git", f"--git-dir={store_path(a)}", "hash-object", "-w", "--stdin"],
+        cwd=a,
+        input=raw,
+        text=True,
+        capture_output=True,
     ).stdout.strip()
-    git("update-ref", doc["ref"], forged, cwd=a)
+    store_git("update-ref", doc["ref"], forged, cwd=a)
     ok, err = commit(a)
     assert not ok and "signature" in err
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import git, run_cli
+from conftest import git, run_cli, store_path
 from hosts import HOST_B_ENV, make_host, make_server
 
 from gitlease import _procs
@@ -35,7 +35,7 @@ def _alive(pid: int) -> bool:
 
 
 def _registered(repo: Path) -> list[dict]:
-    path = repo / ".git" / "worklease" / "keepalive.json"
+    path = store_path(repo) / "worklease" / "keepalive.json"
     try:
         return json.loads(path.read_text())["keepers"]
     except (OSError, ValueError):

@@ -8,7 +8,7 @@ import stat
 import time
 from pathlib import Path
 
-from conftest import git
+from conftest import git, store_path
 
 R = "github/acme/api/42"
 CLAIM_FIELDS = {
@@ -34,9 +34,10 @@ CLAIM_FIELDS = {
 
 def test_two_worktrees_share_one_store(cli, worktrees) -> None:
     a, b = worktrees
-    common = git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=a).stdout.strip()
-    assert cli("where", "--json", cwd=a).json["store"] == common
-    assert cli("where", "--json", cwd=b).json["store"] == common
+    store = cli("where", "--json", cwd=a).json["store"]
+    assert cli("where", "--json", cwd=b).json["store"] == store == str(store_path(a))
+    main = cli("where", "--json", cwd=a.parent / "repo").json
+    assert main["store"] == store and main["project"] == f"file://{(a.parent / 'repo').resolve()}"
 
 
 def test_lifecycle_with_exit_codes(cli, worktrees) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from conftest import make_repo
+from conftest import make_repo, store_path
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -117,10 +117,11 @@ def test_any_record_bytes_give_a_record_or_a_clean_invalid(data: bytes) -> None:
 
 
 def _put(repo: Path, ref: str, data: bytes) -> None:
+    git_dir = f"--git-dir={store_path(repo)}"
     oid = subprocess.run(
-        ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True
+        ["git", git_dir, "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True
     ).stdout.strip()
-    subprocess.run(["git", "update-ref", ref, oid], cwd=repo, check=True)
+    subprocess.run(["git", git_dir, "update-ref", ref, oid], cwd=repo, check=True)
 
 
 def _cli(repo: Path, *args: str | bytes, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -373,7 +374,7 @@ def _receipt_at(kind: str, path: Path, repo: Path) -> bytes | None:
     elif kind == "link":
         path.symlink_to(path.parent / "elsewhere")
     elif kind in ("spent", "other"):
-        path.write_bytes(_receipt_json(str(repo / ".git") if kind == "spent" else "/other"))
+        path.write_bytes(_receipt_json(str(store_path(repo)) if kind == "spent" else "/other"))
         path.chmod(0o600)
     return path.read_bytes() if path.is_file() and not path.is_symlink() else None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -29,25 +30,35 @@ def _mode_note(doc: dict[str, Any]) -> str:
 
 
 @command(cli, "where")
-def where(opts: Options) -> None:
-    """Print the store in use and why it was chosen."""
-    from ..location import locate, resolve_remote
+@click.option("--path", "path_only", is_flag=True, help="Print only the store's path.")
+def where(opts: Options, path_only: bool) -> None:
+    """Print the store in use, why it was chosen, and how to inspect it with git."""
+    from ..coordinator import choose
+    from ..location import locate
     from ..remote import redact
 
     location = locate(opts.store)
-    found = resolve_remote(location, opts.remote)
-    remote = (redact(found[0]), found[1]) if found else None
+    found = choose(location, opts.remote)
+    store = str(location.git_dir)
     doc = {
-        "store": str(location.git_dir),
+        "store": store,
         "reason": location.reason,
+        "project": location.project,
         "worktree": str(location.worktree) if location.worktree else None,
         "receipts": str(_receipt_dir(location)),
-        "remote": remote[0] if remote else None,
-        "remote_reason": f"chosen by {remote[1]}" if remote else None,
+        "remote": redact(found.named) if found else None,
+        "remote_url": redact(found.remote) if found else None,
+        "remote_reason": f"chosen by {found.reason}" if found else None,
+        "inspect": f"git --git-dir={shlex.quote(store)} for-each-ref "
+        "--format='%(refname) %(raw)' refs/worklease/",
     }
-    text = f"{doc['store']}\n  ({doc['reason']})"
-    if remote:
-        text += f"\ncoordinated through the remote {remote[0]}\n  ({doc['remote_reason']})"
+    if path_only:
+        emit(opts, doc, store)
+        return
+    text = f"{store}\n  ({doc['reason']})\nreceipts {doc['receipts']}"
+    if found:
+        text += f"\ncoordinated through the remote {doc['remote_url']}\n  ({doc['remote_reason']})"
+    text += f"\ninspect with: {doc['inspect']}"
     emit(opts, doc, text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -53,9 +54,13 @@ def fence_check(
         raise UsageError("give a RANGE (such as BASE..HEAD) or --stdin, not both or neither")
     if protect and not from_stdin:
         raise UsageError("--protect goes with --stdin; with a RANGE, --require-claim covers it all")
-    store = open_store(opts)
-    store.refresh()
-    claims = fence.Git(store.git_dir)
+    if from_stdin and opts.store is None and not os.environ.get("GITLEASE_STORE"):
+        # pre-receive's lines: the repository receiving the push holds the claims
+        claims = fence.Git()
+    else:
+        store = open_store(opts)
+        store.refresh()
+        claims = fence.Git(store.git_dir)
     commits = fence.Git()
     if from_stdin:
         updates = fence.parse_updates(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
