@@ -92,6 +92,9 @@ def test_verify_reports_a_partial_bundle(cli, repo: Path) -> None:
     partial = [p for p in report.json["problems"] if p["kind"] == "partial-bundle"]
     assert partial and bid in partial[0]["message"] and "p/2" in partial[0]["message"]
     assert cli("bundle", "heartbeat", bid).code == 4
+    text = cli("verify")
+    assert text.code == 7 and "partial-bundle" in text.out, "the report goes to stdout"
+    assert text.err == "", "`gitlease verify | less` shows the whole report"
 
 
 def test_keys_compose_with_free_and_acquire(cli, repo: Path) -> None:
@@ -181,3 +184,15 @@ def test_wait_shows_one_live_status_line_on_a_terminal(cli, repo: Path) -> None:
     cli("acquire", R, "--ttl", "2s", "--no-bind", "--receipt", str(repo.parent / "first.json"))
     out = _tty_run(["acquire", R, "--wait", "10s"], repo, {})
     assert "waiting for test-agent" in out and "attempt" in out and "acquired" in out
+
+
+def test_json_goes_before_or_after_a_group_s_command_name(cli) -> None:
+    """docs/reference/json.md: `--json` may stand before or after the command name, for the
+    commands of a group too."""
+    bid = cli("bundle", "acquire", "g/1", "g/2", "--json").json["bundle_id"]
+    for args in (["bundle", "--json", "show", bid], ["bundle", "show", bid, "--json"]):
+        got = cli(*args)
+        assert got.code == 0 and got.json["bundle_id"] == bid, (args, got)
+    for args in (["hooks", "--json", "status"], ["hooks", "status", "--json"]):
+        got = cli(*args)
+        assert "hooks" in got.json, (args, got)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ..errors import StoreError
-from .app import Options, cli, command, emit, open_store
+from . import output
+from .app import Options, cli, command, emit, open_store, shared_options
 
 
 @command(cli, "verify")
@@ -27,15 +28,10 @@ def verify(opts: Options, repair: bool) -> int:
     ]
     for p in report.problems:
         mark = "repaired" if p.repaired else "PROBLEM"
-        lines.append(f"  {mark:<8} {p.kind:<18} {p.message}")
-    if report.ok:
-        emit(opts, doc, "\n".join(lines))
-        return 0
-    if opts.json:
-        emit(opts, doc, None)
-        return StoreError.exit_code
-    click.echo("\n".join(lines), err=True)
-    return StoreError.exit_code
+        lines.append(f"  {mark:<8} {p.kind:<18} {output.escape(p.message)}")
+    # the report is the command's output, on stdout, whatever it found (`verify | less`)
+    emit(opts, doc, "\n".join(lines))
+    return 0 if report.ok else StoreError.exit_code
 
 
 @command(cli, "prune")
@@ -75,6 +71,7 @@ def unbind(opts: Options, resource: str | None) -> None:
 
 
 @cli.group("hooks", context_settings={"help_option_names": ["-h", "--help"]})
+@shared_options
 def hooks() -> None:
     """Install, remove or inspect the commit hooks that refuse commits without a live claim."""
 

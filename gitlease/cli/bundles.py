@@ -7,12 +7,13 @@ from typing import Any
 
 import click
 
-from .app import Options, acquire_options, cli, command, emit, open_store
+from .app import Options, acquire_options, cli, command, emit, open_store, shared_options
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 
 
 @cli.group("bundle", context_settings=_LEAD)
+@shared_options
 def bundle() -> None:
     """Claim several resources all or nothing, and act on all of them."""
 
