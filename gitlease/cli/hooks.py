@@ -50,7 +50,8 @@ def _text(report: Any) -> str:
     for w in others:
         state = "checked" if w.in_effect else f"NOT checked: {w.fix or '; '.join(w.problems)}"
         lines.append(f"worktree {w.worktree}: {state}")
-    lines += [f"changed: {c}" for c in report.changed]
+    # Writing gitlease's own hook shows in the listing above; anything else done is said here.
+    lines += [c for c in report.changed if not c.startswith(("installed ", "updated "))]
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
 
@@ -105,7 +106,12 @@ def uninstall(opts: Options, server: bool) -> int:
     from .. import githooks
 
     report = githooks.uninstall()
-    emit(opts, report.to_dict(), _text(report))
+    here = report.here
+    still = "still checked (by hooks that call gitlease-hook)" if here.in_effect else "not checked"
+    lines = list(report.changed) or ["nothing of gitlease's was installed"]
+    lines.append(f"commits in {here.worktree or here.location.path} are {still}")
+    lines += [f"note: {n}" for n in report.notes]
+    emit(opts, report.to_dict(), "\n".join(lines))
 
 
 @command(hooks, "status")
