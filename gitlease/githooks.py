@@ -340,7 +340,7 @@ def inspect_hook(loc: Location, name: str, top: Path | None, source: str) -> Hoo
     kept = _kept(directory, name)
     manager = manager_of(text)
     if text is None:
-        return HookState(name, path, "missing", False, detail=f"no {name} hook")
+        return HookState(name, path, "missing", False, detail="no hook there")
     if not _executable(path):
         return HookState(
             name, path, "foreign", False, manager, kept, "not executable, so git does not run it"
@@ -476,8 +476,14 @@ def _assess(repo: Repository, worktree: Path | None, source: str) -> WorktreeRep
             + ", then `gitlease hooks install`"
         )
         return WorktreeReport(worktree, loc, hooks, problems, fix)
+    groups: dict[str, list[HookState]] = {}
     for h in unchecked:
-        problems.append(f"{h.name} ({_COMMANDS[h.name]}): {h.detail} ({h.path})")
+        groups.setdefault(h.detail.replace(h.name, "NAME"), []).append(h)
+    for detail, group in groups.items():
+        names = ", ".join(h.name for h in group)
+        commands = ", ".join(dict.fromkeys(", ".join(_COMMANDS[h.name] for h in group).split(", ")))
+        what = detail.replace("NAME", names) if len(group) == 1 else detail
+        problems.append(f"{names} in {loc.path}: {what} (not checked: {commands})")
     if unchecked:
         if loc.checkout is not None:
             names = ", ".join(h.name for h in unchecked)

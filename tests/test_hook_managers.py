@@ -438,3 +438,13 @@ def test_the_native_way(name: str, request, tmp_path: Path) -> None:
     scene.enforced(scene.trees, "native")
     scene.install_manager()
     scene.still_refused(scene.trees, "native, after the manager's reinstall")
+
+
+def test_the_shipped_pre_commit_manifest_is_valid() -> None:
+    """`.pre-commit-hooks.yaml`, the hook the framework installs from gitlease's repository."""
+    exe = tool("pre-commit")
+    result = run(exe, "validate-manifest", ROOT / ".pre-commit-hooks.yaml", cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "id: gitlease-claim" in text
+    assert "stages: [pre-commit, prepare-commit-msg, pre-merge-commit]" in text
