@@ -568,7 +568,8 @@ def hooks_dir(cwd: Path | None = None) -> Path:
 def _locations(repo: Repository) -> list[tuple[Location, Path | None]]:
     """Each distinct hooks folder of the repository, with the first worktree using it."""
     seen: dict[str, tuple[Location, Path | None]] = {}
-    for worktree in repo.worktrees or [None]:
+    trees: list[Path | None] = list(repo.worktrees) or [None]  # a bare repository: its own
+    for worktree in trees:
         loc = location(repo, worktree)
         seen.setdefault(os.path.realpath(loc.path), (loc, worktree))
     return list(seen.values())
