@@ -458,3 +458,20 @@ def test_uninstall_never_leaves_a_sidelined_copy_enforcing(cli, repo: Path) -> N
     assert cli("hooks", "uninstall").code == 0
     left = {k: v for k, v in files(hooks).items() if not k.endswith(".sample")}
     assert left == {"pre-commit": manager.encode()}
+
+
+def test_the_gitlease_hook_command(cli, repo: Path) -> None:
+    """What a manager's configuration runs: the check once, 0 or 1; no hook name is 2."""
+    exe = str(Path(sys.executable).parent / "gitlease-hook")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, *args], cwd=repo, capture_output=True, text=True)
+
+    assert run().returncode == 2 and "usage: gitlease-hook HOOK-NAME" in run().stderr
+    assert run("pre-commit").returncode == 0, "no binding: the commit may proceed"
+    lapsed(cli, repo)
+    refused = run("prepare-commit-msg", ".git/COMMIT_EDITMSG", "message")
+    assert (
+        refused.returncode == 1
+        and "gitlease (prepare-commit-msg): commit refused" in refused.stderr
+    )
