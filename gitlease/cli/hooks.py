@@ -112,11 +112,18 @@ def uninstall(opts: Options, server: bool) -> int:
     lines.append(f"commits in {here.worktree or here.location.path} are {still}")
     lines += [f"note: {n}" for n in report.notes]
     emit(opts, report.to_dict(), "\n".join(lines))
+    return 0
 
 
 @command(hooks, "status")
-def status(opts: Options) -> int:
-    """Say whether commits from this worktree run the check: exit 0 if so, 6 if not."""
+@_SERVER
+def status(opts: Options, server: bool) -> int:
+    """Say whether commits from this worktree run the check: exit 0 if so, 6 if not.
+
+    With --server: which state the pre-receive hook is in (exit 0).
+    """
+    if server:
+        return _server(opts, "status")
     from .. import githooks
 
     report = githooks.status()
