@@ -1,13 +1,15 @@
 """The commit check run by the git hooks: refuse a commit without a live claim.
 
-See docs/howto/pre-commit.md and docs/concepts.md (hooks).
+See docs/howto/hook-managers.md, docs/howto/pre-commit.md and docs/concepts.md (hooks).
 
 It runs on every commit, so it stays lean: no pygit2, no click. It reads this
 worktree's bindings with plain file reads, each bound record with one
 ``git for-each-ref`` call, and imports cryptography only when there is a
 binding to verify. Anything it cannot read makes it refuse (fail closed).
 
-Usage (from a hook): ``python -m gitlease.hookcheck HOOK-NAME [ARGS...]``.
+Usage (from a hook): ``python -m gitlease.hookcheck HOOK-NAME [ARGS...]``, or the
+``gitlease-hook HOOK-NAME [ARGS...]`` command, which a hook manager's configuration or
+someone else's hook script calls (see docs/howto/hook-managers.md).
 Exit 0 lets the commit proceed; exit 1 refuses it with a message on stderr.
 """
 
@@ -24,6 +26,15 @@ ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
     "(`gitlease unbind RESOURCE` if this worktree no longer works on it)."
 )
+#: Under ``gitlease.requireClaim`` with no claim bound there is nothing to re-acquire.
+REQUIRE_ADVICE = (
+    "Acquire the resource you work on (`gitlease acquire RESOURCE` binds this worktree), "
+    "then commit again."
+)
+REQUIRE_PROBLEM = (
+    "this repository requires a claim for every commit (gitlease.requireClaim) and "
+    "this worktree holds none: run `gitlease acquire RESOURCE` first"
+)
 
 
 def problems(cwd: Path | None = None) -> list[str]:
@@ -37,12 +48,7 @@ def problems(cwd: Path | None = None) -> list[str]:
     git_dir = found[0]
     bound = receipts_mod.bindings(git_dir)
     if not bound:
-        if _require_claim(git_dir):
-            return [
-                "this repository requires a claim for every commit (gitlease.requireClaim) and "
-                "this worktree holds none: run `gitlease acquire RESOURCE` first"
-            ]
-        return []
+        return [REQUIRE_PROBLEM] if _require_claim(git_dir) else []
     try:
         # A remote store's mirror, read without the network: the bound claims are this
         # host's own, judged on its own clock, and each write of theirs updated the mirror.
@@ -98,9 +104,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     lines = [f"gitlease ({hook}): commit refused."]
     lines += [f"  - {p}" for p in found]
-    lines.append(ADVICE)
+    lines.append(REQUIRE_ADVICE if found == [REQUIRE_PROBLEM] else ADVICE)
     sys.stderr.write("\n".join(lines) + "\n")
     return 1
+
+
+def run() -> None:
+    """``gitlease-hook HOOK-NAME [ARGS...]``: the check, for a hook someone else owns."""
+    args = sys.argv[1:]
+    if not args or args[0].startswith("-"):
+        sys.stderr.write(
+            "usage: gitlease-hook HOOK-NAME [ARGS...]  (from a git hook: the hook's own name "
+            "and its arguments; exit 0 lets the commit proceed, 1 refuses it)\n"
+        )
+        sys.exit(2)
+    sys.exit(main(args))
 
 
 if __name__ == "__main__":

@@ -741,7 +741,6 @@ def test_durations_accept_ascii_digits_only(cli, repo: Path, args: list[str]) ->
     assert refs(repo) == ""
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 16: the commit hook's advice")
 def test_a_required_claim_refusal_does_not_say_re_acquire(cli, repo: Path) -> None:
     assert cli("hooks", "install").code == 0
     git("config", "gitlease.requireClaim", "true", cwd=repo)

@@ -6,7 +6,8 @@ import click
 
 from ..errors import StoreError
 from . import output
-from .app import Options, cli, command, emit, open_store, shared_options
+from .app import Options, cli, command, emit, open_store
+from .hooks import commit_check_warning
 
 
 @command(cli, "verify")
@@ -56,8 +57,11 @@ def bind(opts: Options, resource: str, receipt: str | None) -> None:
     """Tie this worktree to your active claim on RESOURCE (the commit hooks check it)."""
     from ..lease import bind as do_bind
 
-    claim = do_bind(open_store(opts), resource, receipt)
-    emit(opts, claim.to_dict(), f"bound this worktree to {claim.describe()}")
+    store = open_store(opts)
+    claim = do_bind(store, resource, receipt)
+    doc = claim.to_dict()
+    commit_check_warning(opts, doc, store.location.worktree)
+    emit(opts, doc, f"bound this worktree to {claim.describe()}")
 
 
 @command(cli, "unbind")
@@ -68,40 +72,3 @@ def unbind(opts: Options, resource: str | None) -> None:
 
     removed = do_unbind(open_store(opts), resource)
     emit(opts, {"unbound": removed}, f"unbound {', '.join(removed) or 'nothing'}")
-
-
-@cli.group("hooks", context_settings={"help_option_names": ["-h", "--help"]})
-@shared_options
-def hooks() -> None:
-    """Install, remove or inspect the commit hooks that refuse commits without a live claim."""
-
-
-def _hooks_command(name: str, doc: str) -> None:
-    @click.option(
-        "--server",
-        is_flag=True,
-        help="The server's pre-receive hook, which refuses pushes of work done under a claim "
-        "that is not current there (run it in the repository that holds the claims).",
-    )
-    def run(opts: Options, server: bool) -> None:
-        from .. import githooks, serverhook
-
-        states = getattr(serverhook if server else githooks, name)()
-        lines = [
-            f"{s.name:<20} {s.state:<10} {s.path}"
-            + ("  (keeps the earlier hook)" if s.chained else "")
-            for s in states
-        ]
-        emit(opts, {"hooks": [s.to_dict() for s in states]}, "\n".join(lines))
-
-    run.__doc__ = doc
-    run.__name__ = f"hooks_{name}"
-    command(hooks, name)(run)
-
-
-_hooks_command(
-    "install",
-    "Install pre-commit, prepare-commit-msg and pre-merge-commit hooks (--server: pre-receive).",
-)
-_hooks_command("uninstall", "Remove gitlease's hooks and restore the hooks they replaced.")
-_hooks_command("status", "Show which hooks are installed, foreign or missing.")

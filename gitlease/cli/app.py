@@ -98,7 +98,7 @@ class LazyGroup(click.Group):
         "release": "claims", "check": "claims", "show": "claims", "list": "claims",
         "free": "claims", "log": "claims", "bundle": "bundles", "exec": "guarded",
         "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
-        "unbind": "admin", "hooks": "admin", "skill": "skill", "fence-check": "fence",
+        "unbind": "admin", "hooks": "hooks", "skill": "skill", "fence-check": "fence",
         "keepalive": "keepalive",
     }  # fmt: skip
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from .app import Options, acquire_options, cli, command, emit, open_store, shared_options
+from .hooks import commit_check_warning
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 
@@ -59,6 +60,10 @@ def acquire(
     result = B.acquire_many(store, names, bind=not no_bind, **options)
     doc = result.to_dict()
     text = _text("acquired", result.bundle_id, result.claims) + f"\nreceipt {result.receipt.path}"
+    bound = {"bound": any(c.get("bound") for c in doc["claims"])}
+    commit_check_warning(opts, bound, store.location.worktree)
+    if "commit_check" in bound:
+        doc["commit_check"] = bound["commit_check"]
     if keepalive:
         keeper = keep_acquired(store, result.receipt, watched)
         for claim in doc["claims"]:

@@ -23,6 +23,7 @@ from .app import (
     read_items,
     resolve_resource,
 )
+from .hooks import commit_check_warning
 
 
 def _mode_note(doc: dict[str, Any]) -> str:
@@ -114,6 +115,7 @@ def acquire(
         if status:
             status.clear()
     doc = result.to_dict()
+    commit_check_warning(opts, doc, store.location.worktree)
     text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
     if keepalive:
         keeper = keep_acquired(store, result.receipt, watched)
