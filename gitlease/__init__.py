@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from .remote import RemoteStore as RemoteStore
     from .store import Store as Store
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "Store": "store",
