@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
@@ -144,6 +144,10 @@ class RemoteStore(Store):
     def read(self, ref: str) -> Snapshot:
         """The mirror's value of ``ref``, stamped with when this host first saw it."""
         return self.sightings.stamp([super().read(ref)], Now.read(), complete=False)[0]
+
+    def read_many(self, refs: Sequence[str]) -> list[Snapshot]:
+        """The mirror's values of ``refs``, stamped with first sightings."""
+        return self.sightings.stamp(super().read_many(refs), Now.read(), complete=False)
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every mirrored ref under ``prefix``, stamped with first sightings."""
