@@ -48,6 +48,7 @@ from .refname import encode
 from .request import AcquireRequest
 from .store import Store
 from .waiting import Waiting, retry_until
+from .waitqueue import Line
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -90,22 +91,34 @@ def acquire_claims(
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
         receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+    line = Line(store.git_dir, request.refs)
 
     def attempt() -> tuple[list[Claim], Receipt]:
-        _refuse_early(store, request)
+        _refuse_early(store, request, line)
         reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
         with guards(store, request.refs), reserve as held:
             written, rec = _take(store, request, held)
-        if request.bind and store.location.worktree_git_dir is not None:
-            ownership.bind_all(store, rec)
+        if _finish(store, request, rec):
             written = [c.replace(bound=True) for c in written]
-        if request.receipt is None:
-            ownership.tidy(rec)
         return written, rec
 
     return retry_until(
-        request.wait_ms, lambda: with_cas_retry(attempt, refresh=store.refresh), on_wait
+        request.wait_ms,
+        lambda: with_cas_retry(attempt, refresh=store.refresh),
+        on_wait,
+        line=line,
+        longest_pause=store.wait_poll_seconds,
     )
+
+
+def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
+    """After the write: bind this worktree (True if it did), tidy old receipts."""
+    bound = request.bind and store.location.worktree_git_dir is not None
+    if bound:
+        ownership.bind_all(store, rec)
+    if request.receipt is None:
+        ownership.tidy(rec)
+    return bound
 
 
 def _judge_members(
@@ -121,15 +134,36 @@ def _judge_members(
     return claims
 
 
-def _refuse_early(store: Store, request: AcquireRequest) -> None:
+def _refuse_early(store: Store, request: AcquireRequest, line: Line) -> None:
     """Refuse without the guard when what the store shows cannot be taken (on a fresh look
-    if the store's view can be behind)."""
+    if the store's view can be behind), or when callers on this host wait for it first."""
     try:
-        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+        claims = _judge_members(
+            store, request, [store.read(ref) for ref in request.refs], Now.read()
+        )
     except (HeldError, CorruptRecordError):
         if not store.recheck_refusal():
             raise
-        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+        claims = _judge_members(
+            store, request, [store.read(ref) for ref in request.refs], Now.read()
+        )
+    ahead = line.ahead()
+    for claim in claims:
+        if ahead.get(claim.ref):
+            raise _queued_error(claim, ahead[claim.ref], queued=line.ticket is not None)
+
+
+def _queued_error(claim: Claim, ahead: int, *, queued: bool) -> HeldError:
+    """HELD for a resource that could be taken, but that waiters ahead of the caller get first."""
+    who = f"{ahead} caller{'s' if ahead != 1 else ''} on this host"
+    if queued:
+        message = f"{claim.describe()}; {who} waiting for it before you"
+    else:
+        message = (
+            f"{claim.describe()}, but {who} {'is' if ahead == 1 else 'are'} waiting for it and "
+            "go first. Choose other ready work, or wait in line with --wait"
+        )
+    return HeldError(message, claim=claim.to_dict())
 
 
 def _take(

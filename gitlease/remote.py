@@ -87,6 +87,8 @@ class RemoteStore(Store):
     """The local store as this host's mirror and workspace; the remote as the coordinator."""
 
     remote: str
+    #: Each look of a waiter first in line fetches: at most one every second.
+    wait_poll_seconds = 1.0
 
     def __init__(self, location: Location, remote: str, reason: str) -> None:
         super().__init__(location)

@@ -65,6 +65,9 @@ class Store:
 
     #: The git remote that coordinates this store across hosts (:mod:`gitlease.remote`).
     remote: str | None = None
+    #: The longest pause between the looks of a waiter that is first in line (waiting.py):
+    #: a look here costs a ref read, so the resource goes to it soon after it frees.
+    wait_poll_seconds = 0.05
 
     def __init__(self, location: Location) -> None:
         self.location = location

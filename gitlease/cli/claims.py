@@ -132,10 +132,14 @@ class _WaitLine:
 
     def __call__(self, waiting: Any) -> None:
         holder = waiting.holder
-        who = "a running guarded operation"
+        who = "your turn" if waiting.ahead else "a running guarded operation"
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
             who = f"{output.escape(holder.record.owner)} ({left} left)"
+        if waiting.candidates > 1:
+            who = f"any of {waiting.candidates} candidates (the soonest: {who})"
+        if waiting.ahead:
+            who += f", {waiting.ahead} ahead of you in line"
         line = (
             f"waiting for {who}: attempt {waiting.attempt}, "
             f"waited {format_duration(waiting.waited_ms)}"
