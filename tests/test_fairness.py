@@ -190,11 +190,41 @@ def test_a_caller_that_does_not_wait_yields_to_a_waiter(cli, repo: Path) -> None
         assert "waiting for it" in got.json["error"]["message"]
         assert got.json["error"]["claim"]["state"] == "free"
         assert cli("free", R, "other/1").out.split() == ["other/1"], "free agrees with acquire"
+        first = cli("acquire", "--first-free", R, "other/1", "--json")
+        assert first.code == 0 and first.json["resource"] == "other/1"
+        held = cli("acquire", "--first-free", R, "--json").json["error"]
+        assert held["claims"][0]["waiting"] == 1
 
         old = time.time() - STALE_SECONDS - 1  # a waiter that stopped looking is passed over
         os.utime(line.ticket.path, (old, old))
         assert cli("acquire", R, "--json").code == 0
     assert tickets(repo) == []
+
+
+def test_first_free_waiters_take_their_turn_on_each_candidate(cli, repo: Path) -> None:
+    for resource in ("c/1", "c/2"):
+        assert cli("acquire", resource, "--ttl", "1m", "--no-bind", "--receipt",
+                   f"../{resource[-1]}.json").code == 0  # fmt: skip
+    first = spawn(repo, "acquire", "--first-free", "c/1", "c/2", "--wait", "30s", "--no-bind",
+                  "--json")  # fmt: skip
+    second = None
+    try:
+        wait_for_tickets(repo, 1)
+        second = spawn(repo, "acquire", "c/2", "--wait", "30s", "--no-bind", "--json")
+        wait_for_tickets(repo, 2)
+        assert cli("release", "c/2", "--receipt", "../2.json").code == 0
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        assert json.loads(out)["resource"] == "c/2", "the first in line for c/2 got it"
+        assert second.poll() is None, "the second waits on"
+        assert cli("release", "c/2").code == 0  # the first's claim (its receipt is here)
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 0, err
+        assert json.loads(out)["resource"] == "c/2"
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
 
 
 # ------------------------------------------------------------------ killed waiters
