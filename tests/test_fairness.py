@@ -151,7 +151,6 @@ def test_ten_waiters_in_a_hot_loop_are_served_in_turn(repo: Path) -> None:
         others = [c for c, s in started.items() if joined < s < started[cid] and owner[c] != me]
         worst = max(worst, len(others))
     assert worst <= n - 1, f"a waiter saw {worst} other grants (bound {n - 1}); {per_waiter}"
-    assert len(grants) >= 3 * n, f"only {len(grants)} grants in 20 s"
 
 
 # ------------------------------------------------------------------ who goes first

@@ -310,3 +310,21 @@ def test_eight_racers_over_three_candidates_three_win_five_held(repo: Path) -> N
         won = sorted(r for _, code, r in outcomes if code == 0)
         assert won == candidates, (round_, outcomes)
     assert _check_history(repo, candidates) == 3 * rounds
+
+
+def test_through_a_remote_a_stale_mirror_moves_on_to_the_next(tmp_path: Path) -> None:
+    """Host B's mirror still shows u/1 free when A takes it: B's push is refused, and B
+    moves on, from a fresh fetch, to u/2."""
+    from conftest import run_cli
+    from hosts import HOST_B_ENV, make_host, make_server
+
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    assert run_cli("free", "u/1", "u/2", cwd=b, env=HOST_B_ENV).out.split() == ["u/1", "u/2"]
+    assert run_cli("acquire", "u/1", cwd=a).code == 0
+    got = run_cli("acquire", "--first-free", "u/1", "u/2", "--json", cwd=b, env=HOST_B_ENV)
+    assert got.code == 0 and got.json["resource"] == "u/2", got
+    held = run_cli("acquire", "--first-free", "u/1", "u/2", "--json", cwd=a)
+    assert held.code == 3
+    assert [c["state"] for c in held.json["error"]["claims"]] == ["active", "active"]
