@@ -328,3 +328,14 @@ def test_through_a_remote_a_stale_mirror_moves_on_to_the_next(tmp_path: Path) ->
     held = run_cli("acquire", "--first-free", "u/1", "u/2", "--json", cwd=a)
     assert held.code == 3
     assert [c["state"] for c in held.json["error"]["claims"]] == ["active", "active"]
+
+
+def test_keepalive_keeps_the_candidate_taken(cli, repo: Path) -> None:
+    hold(cli, "k/1")
+    got = cli("acquire", "--first-free", "k/1", "k/2", "--ttl", "2s", "--keepalive", "--json")
+    assert got.code == 0 and got.json["resource"] == "k/2", got
+    pid = got.json["keepalive"]["pid"]
+    time.sleep(2.5)
+    shown = cli("show", "k/2", "--json").json
+    assert shown["state"] == "active" and shown["keepalive"]["pid"] == pid, "renewed past its TTL"
+    assert cli("release", "k/2").code == 0
