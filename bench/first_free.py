@@ -26,7 +26,7 @@ def populate(repo: Path, count: int) -> None:
     """``count - 1`` held candidates (the last one is never claimed), through the library."""
     import gitlease
 
-    store = gitlease.open_store(repo)
+    store = gitlease.open_store(cwd=repo)
     for i in range(count - 1):
         gitlease.acquire(store, f"ff/{i}", ttl="4h", bind=False)
 

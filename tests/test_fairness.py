@@ -32,9 +32,9 @@ def boot_ms() -> int:
 
 def store_dir(repo: Path) -> Path:
     """The store the CLI uses here (wherever the store is located)."""
-    from conftest import run_cli
+    from conftest import store_path
 
-    return Path(run_cli("where", "--json", cwd=repo).json["store"])
+    return store_path(repo)
 
 
 def waiters_dir(repo: Path) -> Path:
@@ -139,7 +139,7 @@ def test_ten_waiters_in_a_hot_loop_are_served_in_turn(repo: Path) -> None:
     from gitlease.location import open_store
     from gitlease.reads import log
 
-    chain = log(open_store(repo), R)
+    chain = log(open_store(cwd=repo), R)
     history.assert_no_two_holders(chain)
     started = {cid: start for cid, _rev, start, _end in history.claim_intervals(chain)}
     owner = {cid: me for me, _j, cid in grants}
@@ -314,7 +314,7 @@ def test_waiters_killed_at_random_instants_never_make_two_holders_or_wedge(cli, 
     from gitlease.location import open_store
     from gitlease.reads import log
 
-    chain = log(open_store(repo), R)
+    chain = log(open_store(cwd=repo), R)
     history.assert_no_two_holders(chain)
     assert kills > 10 and len({c.record.claim_id for c in chain if c.record}) > 10
     # whatever the kills left, the resource is free within its TTL, and nobody's turn

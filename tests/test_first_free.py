@@ -19,13 +19,13 @@ from pathlib import Path
 
 import history
 import pytest
-from conftest import git
+from conftest import store_git, store_path
 
 CTX = multiprocessing.get_context("fork")
 
 
 def refs(repo: Path) -> str:
-    return git("for-each-ref", "--format=%(refname)", "refs/worklease/", cwd=repo).stdout
+    return store_git("for-each-ref", "--format=%(refname)", "refs/worklease/", cwd=repo).stdout
 
 
 def receipt_of(resource: str) -> str:
@@ -41,9 +41,11 @@ def hold(cli, resource: str, *, ttl: str = "10m", owner: str = "holder") -> dict
 
 
 def write_blob(repo: Path, ref: str, data: str) -> None:
-    oid = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data,
-                         text=True, capture_output=True, check=True).stdout.strip()  # fmt: skip
-    git("update-ref", ref, oid, cwd=repo)
+    """Point ``ref`` in the store at a blob of ``data``, behind gitlease's back."""
+    oid = subprocess.run(["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+                         cwd=repo, input=data, text=True, capture_output=True,
+                         check=True).stdout.strip()  # fmt: skip
+    store_git("update-ref", ref, oid, cwd=repo)
 
 
 # ------------------------------------------------------------------ order and states
@@ -152,7 +154,7 @@ def test_an_invalid_record_is_skipped_and_reported(cli, repo: Path) -> None:
     [skipped] = got.json["skipped"]
     assert skipped["resource"] == "bad/1" and skipped["state"] == "invalid" and skipped["problem"]
     assert "skipped bad/1" in got.err and "invalid" in got.err and "verify" in got.err
-    after = git("cat-file", "blob", "refs/worklease/bad/1.lease", cwd=repo).stdout
+    after = store_git("cat-file", "blob", "refs/worklease/bad/1.lease", cwd=repo).stdout
     assert after == "not a claim record\n", "never granted over"
 
 
@@ -160,7 +162,7 @@ def test_a_tampered_record_that_looks_held_is_reported_invalid_when_nothing_is_f
     cli, repo: Path
 ) -> None:
     doc = hold(cli, "t/1")
-    raw = git("cat-file", "blob", doc["oid"], cwd=repo).stdout
+    raw = store_git("cat-file", "blob", doc["oid"], cwd=repo).stdout
     write_blob(repo, doc["ref"], raw.replace('owner "holder"', 'owner "mallory"'))
     hold(cli, "t/2")
     got = cli("acquire", "--first-free", "t/1", "t/2", "--json")
@@ -272,7 +274,7 @@ def _check_history(repo: Path, candidates: list[str]) -> int:
     from gitlease.location import open_store
     from gitlease.reads import log
 
-    store = open_store(repo)
+    store = open_store(cwd=repo)
     by_owner: dict[str, list[tuple[int, int, str]]] = {}
     grants = 0
     for resource in candidates:
