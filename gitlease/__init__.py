@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .keepers import Keeper as Keeper
     from .lease import Acquired as Acquired
     from .lease import acquire as acquire
+    from .lease import acquire_first_free as acquire_first_free
     from .lease import bind as bind
     from .lease import check as check
     from .lease import heartbeat as heartbeat
@@ -74,6 +75,7 @@ _LAZY = {
     "acquire_lease": "handle",
     "Acquired": "lease",
     "acquire": "lease",
+    "acquire_first_free": "lease",
     "heartbeat": "lease",
     "release": "lease",
     "check": "lease",

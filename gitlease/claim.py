@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ._gitread import Snapshot
 from .clock import Now, format_duration, parse_rfc3339
 from .errors import CorruptRecordError, HeldError, UsageError
-from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, parse_and_verify, printable
+from .record import (
+    COORDINATION_ONLY,
+    GUARDED,
+    RELEASED,
+    Record,
+    parse,
+    parse_and_verify,
+    printable,
+)
 from .refname import decode
 from .value import Value
 
@@ -165,6 +173,26 @@ def judge(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
     else:
         state = "active"
     return Claim(resource, snap.ref, state, record, snap.oid, expires_in_ms=left)
+
+
+def seems_held(snap: Snapshot, now: Now, resource: str) -> bool:
+    """Whether the snapshot shows a held, unexpired claim on ``resource``, judged without
+    checking its signature.
+
+    For passing over candidates cheaply (``acquire --first-free``: Ed25519 costs
+    most of a judgement): passing over is what a held claim gets, and what an
+    invalid record gets too, so the answer is safe either way. Never a reason to
+    grant: a False answer is followed by a full :func:`judge`.
+    """
+    if snap.oid is None or snap.data is None or snap.problem:
+        return False
+    try:
+        record = parse(snap.data)
+    except CorruptRecordError:
+        return False
+    if record.resource != resource or record.state == RELEASED:
+        return False
+    return not is_expired(record, now, snap.first_seen_ms)
 
 
 def verified(snap: Snapshot, resource: str) -> Record:

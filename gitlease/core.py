@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
+from . import guards as guards_mod
 from . import keepers, ownership
 from . import receipts as receipts_mod
 from ._gitread import Snapshot
-from .claim import Claim, corrupt_error, held_error, is_expired, judge
+from .claim import Claim, corrupt_error, held_error, is_expired, judge, seems_held
 from .clock import Now, format_duration, rfc3339
 from .errors import (
     AmbiguousError,
@@ -48,6 +49,7 @@ from .refname import encode
 from .request import AcquireRequest
 from .store import Store
 from .waiting import Waiting, retry_until
+from .waitqueue import Line
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -90,22 +92,34 @@ def acquire_claims(
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
         receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+    line = Line(store.git_dir, request.refs)
 
     def attempt() -> tuple[list[Claim], Receipt]:
-        _refuse_early(store, request)
+        _refuse_early(store, request, line)
         reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
         with guards(store, request.refs), reserve as held:
             written, rec = _take(store, request, held)
-        if request.bind and store.location.worktree_git_dir is not None:
-            ownership.bind_all(store, rec)
+        if _finish(store, request, rec):
             written = [c.replace(bound=True) for c in written]
-        if request.receipt is None:
-            ownership.tidy(rec)
         return written, rec
 
     return retry_until(
-        request.wait_ms, lambda: with_cas_retry(attempt, refresh=store.refresh), on_wait
+        request.wait_ms,
+        lambda: with_cas_retry(attempt, refresh=store.refresh),
+        on_wait,
+        line=line,
+        longest_pause=store.wait_poll_seconds,
     )
+
+
+def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
+    """After the write: bind this worktree (True if it did), tidy old receipts."""
+    bound = request.bind and store.location.worktree_git_dir is not None
+    if bound:
+        ownership.bind_all(store, rec)
+    if request.receipt is None:
+        ownership.tidy(rec)
+    return bound
 
 
 def _judge_members(
@@ -121,15 +135,36 @@ def _judge_members(
     return claims
 
 
-def _refuse_early(store: Store, request: AcquireRequest) -> None:
+def _refuse_early(store: Store, request: AcquireRequest, line: Line) -> None:
     """Refuse without the guard when what the store shows cannot be taken (on a fresh look
-    if the store's view can be behind)."""
+    if the store's view can be behind), or when callers on this host wait for it first."""
     try:
-        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+        claims = _judge_members(
+            store, request, [store.read(ref) for ref in request.refs], Now.read()
+        )
     except (HeldError, CorruptRecordError):
         if not store.recheck_refusal():
             raise
-        _judge_members(store, request, [store.read(ref) for ref in request.refs], Now.read())
+        claims = _judge_members(
+            store, request, [store.read(ref) for ref in request.refs], Now.read()
+        )
+    ahead = line.ahead()
+    for claim in claims:
+        if ahead.get(claim.ref):
+            raise _queued_error(claim, ahead[claim.ref], queued=line.ticket is not None)
+
+
+def _queued_error(claim: Claim, ahead: int, *, queued: bool) -> HeldError:
+    """HELD for a resource that could be taken, but that waiters ahead of the caller get first."""
+    who = f"{ahead} caller{'s' if ahead != 1 else ''} on this host"
+    if queued:
+        message = f"{claim.describe()}; {who} waiting for it before you"
+    else:
+        message = (
+            f"{claim.describe()}, but {who} {'is' if ahead == 1 else 'are'} waiting for it and "
+            "go first. Choose other ready work, or wait in line with --wait"
+        )
+    return HeldError(message, claim=claim.to_dict())
 
 
 def _take(
@@ -238,6 +273,144 @@ def _landed(store: Store, records: list[Record]) -> int:
         if snap.data == record.raw:
             count += 1
     return count
+
+
+# ------------------------------------------------------------------ the first free of a list
+
+
+def acquire_first_free(
+    store: Store, request: AcquireRequest, on_wait: Callable[[Waiting], None] | None = None
+) -> tuple[Claim, Receipt, list[Claim]]:
+    """Take one claim: the first of the candidates (``request.resources``, in order) that
+    can be acquired. (the claim, its receipt, the invalid candidates passed over before it.)
+
+    Each look reads every candidate's ref at once (:meth:`~gitlease.store.Store.read_many`)
+    and passes over the held ones without checking their signatures
+    (:func:`~gitlease.claim.seems_held`); only the candidate being taken gets the guard,
+    the judgement under it and the compare-and-swap. HELD, naming every candidate, when
+    none can be taken; with ``--wait``, until one can.
+    """
+    store.prepare_write()
+    if request.receipt is not None:  # a path that must not be written: refused at once
+        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+    line = Line(store.git_dir, request.refs)
+    skipped: dict[str, Claim] = {}
+
+    def attempt() -> tuple[Claim, Receipt]:
+        claim, rec = _take_first_free(store, request, line, skipped)
+        if _finish(store, request, rec):
+            claim = claim.replace(bound=True)
+        return claim, rec
+
+    claim, rec = retry_until(
+        request.wait_ms, attempt, on_wait, line=line, longest_pause=store.wait_poll_seconds
+    )
+    return claim, rec, list(skipped.values())
+
+
+def _take_first_free(
+    store: Store, request: AcquireRequest, line: Line, skipped: dict[str, Claim]
+) -> tuple[Claim, Receipt]:
+    """One look over the candidates: take the first that can be taken, or raise HELD.
+
+    A candidate whose guard another caller holds is most likely being taken right now:
+    the next one is tried at once, and only a fresh look that still shows it free waits
+    for its guard. A lost race (the guarded read shows a new holder, or the
+    compare-and-swap fails) starts again from a fresh look.
+    """
+    guard_wait = 0.0
+    rechecked = False
+    for _look in range(len(request.refs) + CAS_ATTEMPTS):
+        skipped.clear()
+        now = Now.read()
+        if request.receipt is not None:  # a live one is refused here, not taken for a lost race
+            with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+                if held is not None:
+                    ownership.refuse_live_explicit(store, held, now)
+        snaps = store.read_many(request.refs)
+        ahead = line.ahead()
+        outcome = "none"
+        for resource, snap in zip(request.resources, snaps, strict=True):
+            if ahead.get(snap.ref) or seems_held(snap, now, resource):
+                continue
+            claim = judge(snap, now, resource)
+            if claim.state == "invalid":
+                skipped[snap.ref] = claim
+                continue
+            if claim.state == "active":
+                continue
+            one = request.replace(resources=(resource,), refs=(snap.ref,))
+            guarded = False
+            try:
+                with store.guard(snap.ref, wait=guard_wait):
+                    guarded = True
+                    with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+                        written, rec = _take(store, one, held)
+                return written[0], rec
+            except HeldError:
+                if guarded:
+                    outcome = "lost"
+                    break
+                outcome = "busy"
+            except CorruptRecordError:  # it changed into something unreadable meanwhile
+                skipped[snap.ref] = judge(store.read(snap.ref), Now.read(), resource)
+            except CompareAndSwapFailed:
+                store.refresh()
+                outcome = "lost"
+                break
+        if outcome == "busy":
+            guard_wait = guards_mod.GUARD_WAIT_SECONDS
+        elif outcome == "none":
+            if rechecked or not store.recheck_refusal():
+                raise _none_free(request, snaps, ahead, now, queued=line.ticket is not None)
+            rechecked = True
+    raise _none_free(request, snaps, ahead, Now.read(), queued=line.ticket is not None)
+
+
+def _none_free(
+    request: AcquireRequest,
+    snaps: list[Snapshot],
+    ahead: dict[str, int],
+    now: Now,
+    *,
+    queued: bool,
+) -> HeldError:
+    """HELD naming every candidate: its claim, and how many wait for it ahead of the caller."""
+    claims = [judge(s, now, r) for s, r in zip(snaps, request.resources, strict=True)]
+    docs = []
+    parts = []
+    for claim in claims:
+        doc = claim.to_dict()
+        waiting = ahead.get(claim.ref, 0) if claim.state in ("free", "released", "expired") else 0
+        if waiting:
+            doc["waiting"] = waiting
+        docs.append(doc)
+        parts.append(_in_words(claim, waiting))
+    shown = "; ".join(parts[:_NAMED])
+    if len(parts) > _NAMED:
+        shown += f"; and {len(parts) - _NAMED} more"
+    active = [c for c in claims if c.state == "active"]
+    soonest = min(active, key=lambda c: c.expires_in_ms or 0) if active else None
+    n = len(claims)
+    what = "the candidate" if n == 1 else f"any of the {n} candidates"
+    advice = "" if queued else ". Choose other ready work, or wait with --wait"
+    return HeldError(f"cannot take {what} now: {shown}{advice}", holder=soonest, claims=docs)
+
+
+#: How many candidates a HELD message names (the JSON document names every one).
+_NAMED = 5
+
+
+def _in_words(claim: Claim, waiting: int) -> str:
+    r = claim.record
+    if claim.state == "active" and r is not None:
+        left = format_duration(claim.expires_in_ms or 0)
+        return f"{claim.resource} held by {r.owner} ({left} left)"
+    if claim.state == "invalid":
+        return f"{claim.resource} has an invalid record ({claim.problem}), never granted over"
+    if waiting:
+        return f"{claim.resource} is {claim.state}, {waiting} waiting for it before you"
+    return f"{claim.resource} is {claim.state}, being taken by another caller"
 
 
 # ------------------------------------------------------------------ owned claims

@@ -15,6 +15,8 @@ class GitleaseError(Exception):
 
     code = "ERROR"
     exit_code = 1
+    #: The claims the error is about when there are several (``acquire --first-free``).
+    claims: list[dict[str, Any]] | None = None
 
     def __init__(self, message: str, *, claim: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -40,11 +42,17 @@ class HeldError(GitleaseError):
     exit_code = 3
 
     def __init__(
-        self, message: str, *, claim: dict[str, Any] | None = None, holder: object = None
+        self,
+        message: str,
+        *,
+        claim: dict[str, Any] | None = None,
+        holder: object = None,
+        claims: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message, claim=claim)
         #: The holder's :class:`~gitlease.claim.Claim` when it is known (``--wait`` shows it).
         self.holder = holder
+        self.claims = claims
 
 
 class LostError(GitleaseError):

@@ -7,9 +7,9 @@ over one ref, without a bundle id.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import core, ownership, request
 from . import receipts as receipts_mod
@@ -29,15 +29,24 @@ Receipted = str | os.PathLike[str] | None
 
 
 class Acquired(Value):
-    """The outcome of an acquire: the public claim and the private receipt's path."""
+    """The outcome of an acquire: the public claim and the private receipt's path.
 
-    __slots__ = ("claim", "receipt")
+    ``skipped``: for :func:`acquire_first_free`, the candidates passed over because
+    their records are invalid (None for a plain acquire).
+    """
+
+    __slots__ = ("claim", "receipt", "skipped")
+    _defaults: ClassVar[dict[str, Any]] = {"skipped": None}
     claim: Claim
     receipt: Receipt
+    skipped: tuple[Claim, ...] | None
 
     def to_dict(self) -> dict[str, Any]:
-        """The claim document plus ``receipt``, the receipt's path."""
-        return dict(self.claim.to_dict(), receipt=str(self.receipt.path))
+        """The claim document plus ``receipt``, the receipt's path (and ``skipped``)."""
+        doc = dict(self.claim.to_dict(), receipt=str(self.receipt.path))
+        if self.skipped is not None:
+            doc["skipped"] = [c.to_dict() for c in self.skipped]
+        return doc
 
 
 def acquire(
@@ -56,6 +65,26 @@ def acquire(
     asked = request.acquire_request([resource], worktree=store.location.worktree, **options)
     claims, rec = core.acquire_claims(store, asked, on_wait=on_wait)
     return Acquired(claims[0], rec)
+
+
+def acquire_first_free(
+    store: Store,
+    candidates: Iterable[str],
+    *,
+    on_wait: Callable[[Waiting], None] | None = None,
+    **options: Unpack[AcquireOptions],
+) -> Acquired:
+    """Take one claim: the first of ``candidates``, in order, that can be acquired.
+
+    Every candidate is checked before anything is touched (USAGE). A held
+    candidate, one that callers waiting on this host get first, and one whose
+    record is invalid are passed over (the invalid ones are listed in
+    ``skipped``). HELD when none can be taken, with ``exc.claims`` naming each
+    candidate; with ``wait``, waits until one can. ``options`` as for :func:`acquire`.
+    """
+    asked = request.first_free_request(candidates, **options)
+    claim, rec, skipped = core.acquire_first_free(store, asked, on_wait=on_wait)
+    return Acquired(claim, rec, tuple(skipped))
 
 
 def heartbeat(

@@ -18,6 +18,7 @@ from .clock import Now
 from .receipts import Binding
 from .refname import encode, validate_resource
 from .store import Store
+from .waitqueue import waiting_for
 
 
 def show(store: Store, resource: str) -> Claim:
@@ -47,7 +48,8 @@ def list_claims(
 
 
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:
-    """Of the given resources, those that could be acquired now (never an invalid one)."""
+    """Of the given resources, those that could be acquired now: never an invalid one, nor
+    one that callers on this host wait for (they get it first, docs/concepts.md)."""
     wanted = [validate_resource(r) for r in resources]
     if wanted:
         store.refresh()
@@ -62,7 +64,8 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
         claim = judge(by_ref.get(ref, Snapshot(ref, None, None)), now, resource)
         if claim.state in ("free", "released", "expired"):
             out.append(claim)
-    return out
+    waiting = waiting_for(store.git_dir, [c.ref for c in out]) if out else {}
+    return [c for c in out if not waiting.get(c.ref)]
 
 
 def log(store: Store, resource: str) -> list[Claim]:

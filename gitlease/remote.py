@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,8 @@ class RemoteStore(Store):
     """The local store as this host's mirror and workspace; the remote as the coordinator."""
 
     remote: str
+    #: Each look of a waiter first in line fetches: at most one every second.
+    wait_poll_seconds = 1.0
 
     def __init__(self, location: Location, remote: str, reason: str) -> None:
         super().__init__(location)
@@ -144,6 +146,10 @@ class RemoteStore(Store):
     def read(self, ref: str) -> Snapshot:
         """The mirror's value of ``ref``, stamped with when this host first saw it."""
         return self.sightings.stamp([super().read(ref)], Now.read(), complete=False)[0]
+
+    def read_many(self, refs: Sequence[str]) -> list[Snapshot]:
+        """The mirror's values of ``refs``, stamped with first sightings."""
+        return self.sightings.stamp(super().read_many(refs), Now.read(), complete=False)
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every mirrored ref under ``prefix``, stamped with first sightings."""

@@ -121,3 +121,21 @@ def acquire_request(
     mode = COORDINATION_ONLY if options.get("coordination_only") else GUARDED
     bind = options.get("bind", True)
     return AcquireRequest(names, refs, ttl_ms, owner, note, mode, wait_ms, explicit, bind, bundle)
+
+
+def first_free_request(
+    candidates: Iterable[str], **options: Unpack[AcquireOptions]
+) -> AcquireRequest:
+    """Check an ``acquire --first-free``: the candidates in order (repeats dropped), each a
+    valid resource, and the acquire options (USAGE on anything wrong; nothing was touched)."""
+    names = tuple(dict.fromkeys(candidates))
+    if not names:
+        raise UsageError("--first-free: name at least one candidate (`-`: one a line on stdin)")
+    for number, resource in enumerate(names, 1):
+        try:
+            validate_resource(resource)
+        except UsageError as exc:
+            raise UsageError(
+                f"--first-free: candidate {number}: {exc}; nothing was acquired"
+            ) from None
+    return acquire_request(names, **options)

@@ -170,7 +170,10 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
                 click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
                 click.option("--owner", help="A non-secret label (GITLEASE_OWNER, user@host:pid)."),
                 click.option("--note", help=f"A note shown with {what}."),
-                click.option("--wait", help="Retry with backoff and jitter this long while HELD."),
+                click.option(
+                    "--wait",
+                    help="While HELD, wait this long, in turn with the other waiters on this host.",
+                ),
                 click.option(
                     "--coordination-only",
                     is_flag=True,

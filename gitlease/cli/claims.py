@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..clock import format_duration
+from ..errors import UsageError
 from . import output
 from .app import (
     KEY_HELP,
@@ -93,16 +94,40 @@ KEEPALIVE_HELP = (
 
 
 @command(cli, "acquire")
-@click.argument("resource")
+@click.argument("resources", nargs=-1, metavar="RESOURCE|CANDIDATE...")
+@click.option(
+    "--first-free",
+    is_flag=True,
+    help="Take exactly one claim: the first of the CANDIDATEs, in order, that can be acquired "
+    "(`-`: one a line on stdin; with --key, provider references). Exit 3 (HELD) if none can.",
+)
 @acquire_options("the claim")
 @click.option("--keepalive", is_flag=True, help=KEEPALIVE_HELP)
 def acquire(
-    opts: Options, resource: str, no_bind: bool, key_: str | None, keepalive: bool, **options: Any
+    opts: Options,
+    resources: tuple[str, ...],
+    first_free: bool,
+    no_bind: bool,
+    key_: str | None,
+    keepalive: bool,
+    **options: Any,
 ) -> None:
-    """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it."""
-    from ..lease import acquire as do_acquire
+    """Take a claim on RESOURCE: exit 0 with a receipt, or 3 (HELD) if someone holds it.
 
-    resource = resolve_resource(resource, key_)
+    With --first-free, take the first of the CANDIDATEs that can be acquired: held ones, and
+    invalid records (reported on stderr and in `skipped`), are passed over. Every candidate is
+    checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
+    can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
+    """
+    if first_free:
+        candidates = _candidates(read_items(resources), key_)
+    elif len(resources) != 1:
+        raise UsageError(
+            "acquire takes one RESOURCE (for the first free of several: --first-free; "
+            "for all of them at once: bundle acquire)"
+        )
+    else:
+        resource = resolve_resource(resources[0], key_)
     store = open_store(opts)
     if keepalive:  # the process to watch, found before acquiring (USAGE if there is none)
         from ..keepalive import keep_acquired, watched_process
@@ -110,10 +135,26 @@ def acquire(
         watched = watched_process(watch_from=os.getppid())
     status = _WaitLine() if options["wait"] and not opts.json and sys.stderr.isatty() else None
     try:
-        result = do_acquire(store, resource, bind=not no_bind, on_wait=status, **options)
+        if first_free:
+            from ..lease import acquire_first_free
+
+            result = acquire_first_free(
+                store, candidates, bind=not no_bind, on_wait=status, **options
+            )
+        else:
+            from ..lease import acquire as do_acquire
+
+            result = do_acquire(store, resource, bind=not no_bind, on_wait=status, **options)
     finally:
         if status:
             status.clear()
+    for claim in result.skipped or ():
+        click.echo(
+            f"gitlease: skipped {claim.resource}: its record is invalid "
+            f"({output.escape(claim.problem or '')}); it is never granted over. "
+            "Run `gitlease verify`",
+            err=True,
+        )
     doc = result.to_dict()
     commit_check_warning(opts, doc, store.location.worktree)
     text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
@@ -124,6 +165,19 @@ def acquire(
     emit(opts, doc, text)
 
 
+def _candidates(items: list[str], key_: str | None) -> list[str]:
+    """``--first-free``'s candidates as resources (provider references read with ``--key``)."""
+    candidates = []
+    for number, item in enumerate(items, 1):
+        try:
+            candidates.append(resolve_resource(item, key_))
+        except UsageError as exc:
+            raise UsageError(
+                f"--first-free: candidate {number}: {exc.message}; nothing was acquired"
+            ) from None
+    return candidates
+
+
 class _WaitLine:
     """One live status line on stderr while ``acquire --wait`` retries."""
 
@@ -132,10 +186,14 @@ class _WaitLine:
 
     def __call__(self, waiting: Any) -> None:
         holder = waiting.holder
-        who = "a running guarded operation"
+        who = "your turn" if waiting.ahead else "a running guarded operation"
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
             who = f"{output.escape(holder.record.owner)} ({left} left)"
+        if waiting.candidates > 1:
+            who = f"any of {waiting.candidates} candidates (the soonest: {who})"
+        if waiting.ahead:
+            who += f", {waiting.ahead} ahead of you in line"
         line = (
             f"waiting for {who}: attempt {waiting.attempt}, "
             f"waited {format_duration(waiting.waited_ms)}"

@@ -178,11 +178,12 @@ def keeper_text(keeper: dict[str, Any]) -> str:
 
 
 def error_document(error: GitleaseError) -> dict[str, Any]:
-    return {
-        "error": {
-            "code": error.code,
-            "exit": error.exit_code,
-            "message": error.message,
-            "claim": error.claim,
-        }
+    doc: dict[str, Any] = {
+        "code": error.code,
+        "exit": error.exit_code,
+        "message": error.message,
+        "claim": error.claim,
     }
+    if error.claims is not None:  # acquire --first-free: one per candidate
+        doc["claims"] = error.claims
+    return {"error": doc}
