@@ -27,7 +27,7 @@ def main() -> None:
     from gitlease.location import open_store
 
     repo = make_repo()
-    store = open_store(repo)
+    store = open_store(cwd=repo)  # the store the CLI uses there (the project's)
     counter = itertools.count()
 
     def gitlease_cycle() -> None:

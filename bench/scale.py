@@ -23,7 +23,7 @@ def populate(repo: Path, count: int) -> None:
     import gitlease
     from gitlease.location import open_store
 
-    store = open_store(repo)
+    store = open_store(cwd=repo)  # the store the CLI uses there (the project's)
     for i in range(count):
         gitlease.acquire(store, f"scale/{i}", ttl="2h", bind=False)
 
