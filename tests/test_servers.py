@@ -510,3 +510,15 @@ def test_redact_hides_passwords_only() -> None:
     assert redact("https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@h/x") == "https://***@h/x"
     assert redact("git@example.com:x.git") == "git@example.com:x.git"
     assert redact("/srv/x.git") == "/srv/x.git"
+
+
+def test_a_missing_server_is_skipped_by_name_and_fails_where_required(monkeypatch) -> None:
+    from servers import REQUIRE_ENV, need
+
+    monkeypatch.delenv(REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-such-sshd is not installed"):
+        need("no-such-sshd", "openssh-server")
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="no-such-sshd is not installed"):
+        need("no-such-sshd", "openssh-server")
+    assert need("git", "git").endswith("/git")
