@@ -41,9 +41,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from conftest import Result, run_cli
-
 REQUIRE_ENV = "GITLEASE_REQUIRE_SERVERS"
 GITOLITE_SHELL = Path("/usr/share/gitolite3/gitolite-shell")
 #: boot id, boot clock offset of each simulated host after the first (the first is this machine)
@@ -59,16 +56,22 @@ _GITCONFIG = (
 )
 
 
+def find(program: str) -> str | None:
+    """Where ``program`` is (also in /usr/sbin, and gitolite's own directory), or None."""
+    places = (f"/usr/sbin/{program}", f"/usr/bin/{program}", f"{GITOLITE_SHELL.parent}/{program}")
+    return shutil.which(program) or next((p for p in places if os.access(p, os.X_OK)), None)
+
+
 def need(program: str, package: str) -> str:
-    """The program's path; else skip the test naming it (fail under GITLEASE_REQUIRE_SERVERS)."""
-    path = shutil.which(program) or next(
-        (p for p in (f"/usr/sbin/{program}", f"/usr/bin/{program}") if os.access(p, os.X_OK)),
-        None,
-    )
-    if path is None and program == "gitolite-shell" and os.access(GITOLITE_SHELL, os.X_OK):
-        path = str(GITOLITE_SHELL)
+    """The program's path; else skip the test naming it (fail under GITLEASE_REQUIRE_SERVERS).
+
+    (Outside pytest, e.g. in bench/remote.py, ask ``find`` first.)
+    """
+    path = find(program)
     if path is not None:
         return path
+    import pytest
+
     reason = f"{program} is not installed (Debian package {package}; .ci/run installs it)"
     if os.environ.get(REQUIRE_ENV):
         pytest.fail(f"{reason}, and {REQUIRE_ENV} is set: these tests must run", pytrace=False)
@@ -158,8 +161,10 @@ class Host:
         self.path = path
         self.env = env
 
-    def run(self, *args: str, env: dict[str, str] | None = None, **kw) -> Result:
-        """The real CLI in this host's clone and environment."""
+    def run(self, *args: str, env: dict[str, str] | None = None, **kw):
+        """The real CLI in this host's clone and environment (a ``conftest.Result``)."""
+        from conftest import run_cli
+
         return run_cli(*args, cwd=kw.pop("cwd", self.path), env={**self.env, **(env or {})}, **kw)
 
     def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -391,7 +396,7 @@ class Lighttpd:
         ).stdout.strip()
         self.backend = Path(exec_path) / "git-http-backend"
         if not os.access(self.backend, os.X_OK):
-            need("git-http-backend", "git")
+            need("git-http-backend", "git")  # skips (or fails), naming it
         self.base = base
         self.root = base / "root"
         self.port = free_port()
@@ -449,10 +454,12 @@ GITOLITE_CONF = """\
 repo gitolite-admin
     RW+     =   admin
 
-# what docs/remote.md asks for: RW+ on refs/worklease/ (a heartbeat replaces one blob with another)
+# what docs/remote.md asks for: RW+ on refs/worklease/ (a heartbeat replaces one blob with
+# another, which gitolite counts as a rewind), plain RW on everything else
 repo open/..*
-    C       =   @all
-    RW+     =   @all
+    C                       =   @all
+    RW+ refs/worklease/     =   @all
+    RW                      =   @all
 
 # plain RW: every update must be a fast-forward, which a blob never is
 repo rw/..*

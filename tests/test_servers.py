@@ -384,9 +384,10 @@ def test_gitolite_refuses_plain_rw_on_heartbeat(gitolite_transport, tmp_path: Pa
     remote = gitolite_transport.repo(tmp_path, "rw")
     a = remote.host(0)
     assert a.run("acquire", "r/rw", "--ttl", "1m").code == 0  # creating a ref is allowed
-    out = a.run("heartbeat", "r/rw", "--json")
-    assert out.code == 7, out
-    assert "DENIED" in _error(out), out
+    for verb in ("heartbeat", "release"):
+        out = a.run(verb, "r/rw", "--json")
+        assert out.code == 7, out
+        assert "DENIED" in _error(out) and "refs/worklease/r/rw.lease" in _error(out), out
     assert a.run("check", "r/rw").code == 0  # nothing changed
 
 
