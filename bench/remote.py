@@ -61,11 +61,19 @@ def git_daemon(base: Path) -> Iterator[str]:
 
 
 def clone(url: str, path: Path, ssh: str | None = None) -> Path:
-    """A clone of ``url``; with ``ssh``, it talks to the remote with that ssh command."""
+    """A clone of ``url`` with a store of its own (clones of one project on one host would
+    share one, and the transports must not share a mirror); with ``ssh``, it talks to the
+    remote with that ssh command."""
     extra = ["-c", f"core.sshCommand={ssh}"] if ssh else []
     subprocess.run(["git", *extra, "clone", "-q", url, str(path)], env=ENV, check=True)
+    store = path.with_name(path.name + "-store.git")
+    subprocess.run(["git", "init", "-q", "--bare", str(store)], env=ENV, check=True)
+    settings = {"gitlease.store": str(store)}
     if ssh:
-        subprocess.run(["git", "config", "core.sshCommand", ssh], cwd=path, env=ENV, check=True)
+        settings["core.sshCommand"] = ssh
+    for key, value in settings.items():  # the store runs git fetch and push: it needs ssh's too
+        for where in (["-C", str(path)], ["--git-dir", str(store)]):
+            subprocess.run(["git", *where, "config", key, value], env=ENV, check=True)
     return path
 
 
@@ -150,7 +158,7 @@ def library(found: dict[str, tuple], base: Path, n: int) -> dict[str, dict[str, 
     stores = {"local": open_in(clone(next(iter(found.values()))[0], base / "local"), "")}
     floors: dict[str, Floor] = {}
     for k, (name, (url, ssh)) in enumerate(found.items()):
-        stores[name] = open_in(clone(url, base / f"store-{k}", ssh), "origin")
+        stores[name] = open_in(clone(url, base / f"store-{k}", ssh), url)
         floors[name] = Floor(clone(url, base / f"floor-{k}", ssh))
     samples = {(name, op): [] for name in stores for op in OPS}
     counter = itertools.count()
@@ -192,7 +200,8 @@ def whole_process(found: dict[str, tuple], base: Path, n: int) -> None:
             continue
         url, ssh = found[name]
         repo = clone(url, base / f"cli-{name.split(',')[0]}-{len(name)}", ssh)
-        subprocess.run(["git", "config", "gitlease.remote", "origin"], cwd=repo, env=ENV)
+        # the URL, not "origin": the store of its own is another repository, without remotes
+        subprocess.run(["git", "config", "gitlease.remote", url], cwd=repo, env=ENV)
         floor = Floor(clone(url, base / f"cli-floor-{len(name)}", ssh))
         cycle: list[float] = []
         for i in range(n + 1):

@@ -572,6 +572,7 @@ def _server_said(result: subprocess.CompletedProcess[bytes] | None) -> str:
 
 def _printable(text: str) -> str:
     """Text from git or the server with control characters (but newlines) made visible."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return re.sub(r"[\x00-\x09\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 

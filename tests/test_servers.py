@@ -435,22 +435,24 @@ def test_http_authentication_failures_are_store_errors(http_transport, tmp_path:
     remote = http_transport.repo(tmp_path, "auth")
     a = remote.host(0)  # anonymous reads
     port = server.port
+    lost = remote.host(1)  # its store is coordinated through a repository that is not there
     cases = {
-        "no credentials": (remote.url, "terminal prompts disabled"),
+        "no credentials": (a, remote.url, "terminal prompts disabled"),
         "a wrong password": (
+            a,
             server.url(remote.name, port, f"{HTTP_USER}:wrong"),
             "Authentication failed",
         ),
-        "a missing repository": (server.url("nowhere.git"), "not found"),
+        "a missing repository": (lost, server.url("nowhere.git"), "not found"),
     }
-    for what, (url, words) in cases.items():
+    for what, (host, url, words) in cases.items():
         before = len(server.requests(remote.name))
-        out = a.run("acquire", "r/auth", "--remote", url, "--json")
+        out = host.run("acquire", "r/auth", "--remote", url, "--json")
         assert out.code == 7, (what, out)
         assert words in _error(out), (what, out)
         assert "wrong" not in out.out + out.err  # the password is never shown
         assert not _posts(server, remote.name, before), what
-    assert a.live_receipts() == [] and remote.refs() == {}
+    assert a.live_receipts() == lost.live_receipts() == [] and remote.refs() == {}
     good = server.url(remote.name, port, f"{HTTP_USER}:{HTTP_PASSWORD}")
     out = a.run("acquire", "r/auth", "--remote", good, "--json")
     assert out.code == 0, out
