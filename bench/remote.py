@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import os
 import socket
 import statistics
@@ -60,10 +61,10 @@ def git_daemon(base: Path) -> Iterator[str]:
         proc.wait()
 
 
-def clone(url: str, path: Path, ssh: str | None = None) -> Path:
+def clone(url: str, path: Path, ssh: str | None = None, remote: str | None = None) -> Path:
     """A clone of ``url`` with a store of its own (clones of one project on one host would
     share one, and the transports must not share a mirror); with ``ssh``, it talks to the
-    remote with that ssh command."""
+    remote with that ssh command; with ``remote``, the CLI there coordinates through it."""
     extra = ["-c", f"core.sshCommand={ssh}"] if ssh else []
     subprocess.run(["git", *extra, "clone", "-q", url, str(path)], env=ENV, check=True)
     store = path.with_name(path.name + "-store.git")
@@ -71,7 +72,10 @@ def clone(url: str, path: Path, ssh: str | None = None) -> Path:
     settings = {"gitlease.store": str(store)}
     if ssh:
         settings["core.sshCommand"] = ssh
-    for key, value in settings.items():  # the store runs git fetch and push: it needs ssh's too
+    if remote:
+        settings["gitlease.remote"] = remote
+    # the store runs git fetch and push, and reads gitlease.remote: it needs them too
+    for key, value in settings.items():
         for where in (["-C", str(path)], ["--git-dir", str(store)]):
             subprocess.run(["git", *where, "config", key, value], env=ENV, check=True)
     return path
@@ -199,11 +203,13 @@ def whole_process(found: dict[str, tuple], base: Path, n: int) -> None:
         if name not in found:
             continue
         url, ssh = found[name]
-        repo = clone(url, base / f"cli-{name.split(',')[0]}-{len(name)}", ssh)
         # the URL, not "origin": the store of its own is another repository, without remotes
-        subprocess.run(["git", "config", "gitlease.remote", url], cwd=repo, env=ENV)
+        repo = clone(url, base / f"cli-{name.split(',')[0]}-{len(name)}", ssh, remote=url)
         floor = Floor(clone(url, base / f"cli-floor-{len(name)}", ssh))
         cycle: list[float] = []
+        where = subprocess.run([*GITLEASE, "where", "--json"], cwd=repo, env=ENV,
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert json.loads(where)["remote"], f"the CLI does not use the remote: {where}"
         for i in range(n + 1):
             start = time.perf_counter()
             for args in (("acquire", f"cli/{i}", "--ttl", "5m"), ("release", f"cli/{i}")):
@@ -238,7 +244,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         found = transports(stack, base, seed)
         table = library(found, base, n)
-        whole_process(found, base, max(5, n // 3))
+        whole_process(found, base, n)
     markdown(table)
 
 
