@@ -22,6 +22,7 @@ own clock always runs out first.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -61,26 +62,77 @@ PRUNE_REFUSED = (
     "prune is not available with a remote store: the tombstones are what keep revisions "
     "increasing for every host"
 )
-#: git's words when it could not even read the remote's first answer: nothing was sent.
-_NO_CONTACT = (
-    "Could not read from remote repository",  # connect.c die_initial_contact (ssh, file)
-    "does not appear to be a git repository",
-    "unable to connect to",  # git://
-    "unable to access",  # http(s), the first request
-    "Could not resolve host",
+#: git's own words (never the server's ``remote:`` lines) when a push ended before any pack
+#: was sent: it could not read the remote's first answer, or that answer was a refusal.
+_BEFORE_PACK = re.compile(
+    "|".join(
+        [
+            r"Could not read from remote repository",  # ssh, file: connect.c die_initial_contact
+            r"does not appear to be a git repository",
+            r"unable to connect to",  # git://
+            r"unable to access '",  # http(s): the first request failed (403, no connection)
+            r"Authentication failed for '",  # http(s): the first request, 401 with credentials
+            r"repository '.*' not found",  # http(s): the first request, 404
+            r"could not read (Username|Password) for",  # a 401, and no credentials to retry with
+            r"Could not resolve host",
+        ]
+    )
 )
+#: ... unless git also says the pack went out (an HTTP POST that was answered with an error).
+_PACK_SENT = re.compile(r"RPC failed|send-pack: ")
+#: An answer to the POST that carried the pack, by which the server refused to process it.
+_HTTP_REFUSED = re.compile(r"RPC failed; HTTP (4\d\d)\b")
+#: Of those refusals, the ones that say nothing answered there: the network, or no repository.
+_UNREACHABLE = re.compile(
+    "|".join(
+        [
+            r"Could not resolve host",
+            r"Connection refused",
+            r"Couldn't connect to server",
+            r"Failed to connect to",
+            r"[Tt]imed out",
+            r"No route to host",
+            r"Network is unreachable",
+            r"Connection reset",
+            r"Connection closed",
+            r"kex_exchange_identification",
+            r"unable to connect to",
+            r"does not appear to be a git repository",
+            r"repository '.*' not found",
+            r"returned error: 5\d\d",
+        ]
+    )
+)
+#: Transports on which git sends each push exactly once (git's HTTP client may send its
+#: POST again; so may a remote helper, for all we know).
+_SENT_ONCE = ("ssh://", "git+ssh://", "ssh+git://", "git://", "file://")
 
 
 def redact(remote: str) -> str:
-    """The remote for messages: a password or token in a URL is never shown."""
+    """The remote for messages: a password or token in a URL is never shown.
+
+    ``user:password@`` becomes ``user:***@``. A user name without a password is
+    kept (``ssh://git@host``), unless it looks like a token itself (GitHub and
+    GitLab accept one in its place): long, or with a known token prefix.
+    """
     scheme, sep, rest = remote.partition("://")
     if not sep:
         return remote
     authority, slash, path = rest.partition("/")
     if "@" not in authority:
         return remote
-    user = authority.rpartition("@")[0].partition(":")[0]
-    return f"{scheme}://{user}:***@{authority.rpartition('@')[2]}{slash}{path}"
+    userinfo, _, host = authority.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    if colon:
+        shown = f"{user}:***"
+    elif len(user) > 24 or user.lower().startswith(_TOKEN_PREFIXES):
+        shown = "***"
+    else:
+        shown = user
+    return f"{scheme}://{shown}@{host}{slash}{path}"
+
+
+_TOKEN_PREFIXES = ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "glt_")
 
 
 class RemoteStore(Store):
@@ -97,6 +149,9 @@ class RemoteStore(Store):
         self.shown = redact(remote)  # for messages
         self.sightings = Sightings(self.git_dir / "worklease" / "sightings")
         self._deadline: float | None = None  # see within()
+        self._url: str | None = None  # the push URL, once asked (see _may_replay)
+        #: when a refused push was settled by a fetch: the retry that follows needs no other
+        self._fetched_after_refusal: float | None = None
 
     @contextmanager
     def within(self, seconds: float) -> Iterator[None]:
@@ -119,7 +174,16 @@ class RemoteStore(Store):
     # ----------------------------------------------------------------- reads
 
     def refresh(self) -> None:
-        """Fetch the remote's claims into the mirror (one fetch at a time on this host)."""
+        """Fetch the remote's claims into the mirror (one fetch at a time on this host).
+
+        Within a second of a refused push settled by a fetch (and before the next
+        push), the retry and its answer come from that fetch: it is as fresh as any,
+        and the compare-and-swap still checks whatever is decided from it.
+        """
+        settled = self._fetched_after_refusal
+        if settled is not None and time.monotonic() - settled < 1.0:
+            return
+        self._fetched_after_refusal = None
         with self._mirror_lock():
             for attempt in range(5):
                 result = self._network(
@@ -210,6 +274,13 @@ class RemoteStore(Store):
         )
 
     def _push(self, args: list[str], planned: list[tuple[str, str | None, str]]) -> None:
+        """Run the push and decide what it did: return if every record landed, else raise.
+
+        A refusal is believed only once it cannot hide a landed write: a refusal
+        by the server (not git's own check before sending) is settled by looking
+        first, since on HTTP it may answer a second copy of a push that landed.
+        """
+        self._fetched_after_refusal = None
         result = self._network(*args)
         statuses = _push_statuses(result.stdout if result is not None else b"")
         ours = [statuses.get(ref) for ref, _, _ in planned]
@@ -221,21 +292,84 @@ class RemoteStore(Store):
             return  # "=": the ref already holds our new record (a retried push that had landed)
         reasons = [s[1] for s in ours if s is not None and s[0] == "!"]
         verdict = _rejection(reasons)
+        why = _stderr(result)
         if verdict == "race":
+            refused = "; ".join(sorted(set(reasons)))
+            if all(_checked_before_sending(r) for r in reasons):
+                raise CompareAndSwapFailed(
+                    f"the remote {self.shown} refused the update ({refused}): a claim changed "
+                    "there meanwhile"
+                )  # git's own check against the remote's refs: nothing was sent
+            if self._settle_refusal(planned, f"refused the update ({refused})"):
+                return
             raise CompareAndSwapFailed(
-                f"the remote {self.shown} refused the update ({'; '.join(sorted(set(reasons)))})"
-                ": a claim changed there meanwhile"
+                f"the remote {self.shown} refused the update ({refused}): a claim changed "
+                "there meanwhile"
             )
         if verdict == "policy":
-            policy = sorted({r for r in reasons if _classify(r) == "policy"})
-            raise StoreError(f"the remote {self.shown} refused the update: {'; '.join(policy)}")
-        why = _stderr(result)
-        if not statuses and _no_contact(result):
-            raise StoreError(f"cannot reach the remote {self.shown}: {why}")
-        self._settle(planned, why)
+            policy = "; ".join(sorted({r for r in reasons if _classify(r) == "policy"}))
+            said = _server_said(result)
+            if self._may_replay() and self._settle_refusal(planned, policy, policy=True):
+                return
+            raise StoreError(f"the remote {self.shown} refused the update: {policy}{said}")
+        if not statuses:
+            before = _before_pack(result)
+            if before == "unreachable":
+                raise StoreError(f"cannot reach the remote {self.shown}: {why}")
+            if before == "refused":
+                raise StoreError(
+                    f"the remote {self.shown} refused the push before anything was sent: {why}"
+                )
+        self._settle(planned, why, _http_refusal(result))
 
-    def _settle(self, planned: list[tuple[str, str | None, str]], why: str) -> None:
-        """The push ended without a verdict: fetch and look for our own new records."""
+    def _settle_refusal(
+        self, planned: list[tuple[str, str | None, str]], what: str, *, policy: bool = False
+    ) -> bool:
+        """A refusal by the server: True if our records are at the remote all the same
+        (an earlier copy of this push landed), False if the refusal stands;
+        WriteOutcomeUnknown if they may still land.
+
+        git's HTTP client sends a POST again when its connection died before any byte
+        of the answer came (libcurl, on a reused connection); the server then refuses
+        the copy because the first one landed. Where pushes are sent once, a refusal
+        is final. A refusal by the server's ``policy`` would have met the first copy
+        too: only one that landed all the same overturns it.
+        """
+        replay = self._may_replay()
+        waits = 4 if replay and not policy else 1
+        for attempt in range(waits):
+            if attempt:
+                time.sleep(0.25 * attempt)  # a first copy still being applied, or a racer's
+            try:
+                self.refresh()
+            except StoreError as exc:
+                if not replay or policy:
+                    return False  # nothing of it can land
+                raise WriteOutcomeUnknown(
+                    f"the remote {self.shown} {what}, but an earlier copy of this push may "
+                    f"have landed and the remote cannot be read to tell ({exc}); compare "
+                    "`gitlease show` with your receipt once it can"
+                ) from None
+            found = {self._push_outcome(ref, expected, new) for ref, expected, new in planned}
+            if found == {"landed"}:
+                return True
+            if found == {"not landed"} or not replay or policy:
+                self._fetched_after_refusal = time.monotonic()  # the retry decides from it
+                return False
+        raise WriteOutcomeUnknown(
+            f"the remote {self.shown} {what}, and an earlier copy of this push (git's HTTP "
+            "client sends one again when an answer is lost) may still land. Compare "
+            "`gitlease show` with your receipt, then retry"
+        )
+
+    def _settle(
+        self, planned: list[tuple[str, str | None, str]], why: str, refused: str | None = None
+    ) -> None:
+        """The push ended without a verdict: fetch and look for our own new records.
+
+        ``refused``: the HTTP status by which the server refused the request that
+        carried the pack (401, 403, 404...): if nothing of it is there, it is STORE.
+        """
         for attempt in range(3):
             try:
                 self.refresh()
@@ -256,11 +390,39 @@ class RemoteStore(Store):
                 f"the push to {self.shown} was interrupted ({why}) and the remote has moved "
                 "on from the record it was based on: this write did not land and never can"
             )
+        if refused is not None and all(f in ("pending", "not landed") for f in found):
+            raise StoreError(f"the remote {self.shown} refused the push (HTTP {refused}): {why}")
         raise WriteOutcomeUnknown(
             f"the push to {self.shown} was interrupted ({why}); its records are not at the "
             "remote now, but a server that received them may still apply them. Compare "
             "`gitlease show` with your receipt, then retry"
         )
+
+    def _may_replay(self) -> bool:
+        """Whether git may have sent this push more than once (see _settle_refusal)."""
+        url = self._push_url().lower()
+        if url.startswith(_SENT_ONCE):
+            return False
+        return "://" in url or "::" in url  # http(s), or a remote helper; not a path or host:path
+
+    def _push_url(self) -> str:
+        if self._url is None:
+            self._url = self.remote
+            if "://" not in self.remote and "::" not in self.remote:
+                result = self._local_git("remote", "get-url", "--push", self.remote)
+                if result is not None and result.returncode == 0:  # a configured remote's URL
+                    self._url = result.stdout.decode("utf-8", "replace").strip() or self.remote
+        return self._url
+
+    def _local_git(self, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+        try:
+            return subprocess.run(
+                ["git", "--git-dir", str(self.git_dir), *args],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            )
+        except OSError:
+            return None
 
     def _push_outcome(self, ref: str, expected: str | None, new: str) -> str:
         """Whether ``new`` is in the ref's history at the remote: "landed", "not landed"
@@ -359,14 +521,59 @@ class RemoteStore(Store):
                     lock.unlink()
 
 
-def _no_contact(result: subprocess.CompletedProcess[bytes] | None) -> bool:
-    """git itself (not the server's ``remote:`` lines) said it never got the remote's
-    first answer, and exited on its own: nothing was sent."""
-    if result is None or result.returncode <= 0:
-        return False
+def _own_lines(result: subprocess.CompletedProcess[bytes]) -> str:
+    """git's own lines of stderr, without the server's ``remote:`` lines."""
     text = result.stderr.decode("utf-8", "replace")
-    own = "\n".join(line for line in text.splitlines() if not line.startswith("remote:"))
-    return any(words in own for words in _NO_CONTACT)
+    return "\n".join(line for line in text.splitlines() if not line.startswith("remote:"))
+
+
+def _before_pack(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """ "unreachable" or "refused" when git itself says the push ended before any pack was
+    sent, and exited on its own (nothing can land); None when it does not say so."""
+    if result is None or result.returncode <= 0:
+        return None
+    own = _own_lines(result)
+    if not _BEFORE_PACK.search(own) or _PACK_SENT.search(own):
+        return None
+    return "unreachable" if _UNREACHABLE.search(own) else "refused"
+
+
+def _http_refusal(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """The HTTP status (4xx) that refused the request carrying the pack, if git says so."""
+    if result is None or result.returncode <= 0:
+        return None
+    own = _own_lines(result)
+    found = _HTTP_REFUSED.search(own)
+    if found:
+        return found.group(1)
+    if re.search(r"could not read (Username|Password) for", own):
+        return "401"  # the POST was answered 401, and there are no credentials to retry with
+    return None
+
+
+def _checked_before_sending(reason: str) -> bool:
+    """A refusal by git's own check against the refs the server showed (``[rejected]
+    (stale info)``, and the atomic siblings): no pack was sent. The server's own
+    refusals read ``[remote rejected] (...)``."""
+    return "[remote " not in reason
+
+
+def _server_said(result: subprocess.CompletedProcess[bytes] | None) -> str:
+    """The server's ``remote:`` lines (a hook's reason, gitolite's DENIED), for a message."""
+    if result is None:
+        return ""
+    lines: list[str] = []
+    for line in result.stderr.decode("utf-8", "replace").splitlines():
+        line = _printable(line.rstrip())
+        if line.startswith("remote:") and line[7:].strip() and line not in lines:
+            lines.append(line[:300])
+    return "".join(f"\n{line}" for line in lines[:8])
+
+
+def _printable(text: str) -> str:
+    """Text from git or the server with control characters (but newlines) made visible."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return re.sub(r"[\x00-\x09\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _classify(reason: str) -> str:
@@ -404,5 +611,6 @@ def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
         return "no answer in time"
     if result.returncode < 0:
         text = result.stderr.decode("utf-8", "replace").strip()
+        text = _printable(text)
         return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")
-    return stderr_text(result)
+    return _printable(stderr_text(result))

@@ -10,6 +10,7 @@ reached over ``file://`` or through a real ``git daemon`` on 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import time
@@ -20,9 +21,13 @@ from conftest import git, make_repo
 
 HOST_B_BOOT_ID = "b0000000-0000-4000-8000-00000000000b"
 HOST_B_OFFSET_MS = 7 * 86_400_000
+#: Host B's environment. Its own XDG_STATE_HOME too: what gitlease keeps per user there
+#: must not be shared between two hosts (host A uses the test run's, see conftest.py).
+#: (``test_races.race`` only takes the boot from it: its forked racers share A's.)
 HOST_B_ENV = {
     "GITLEASE_TESTING_BOOT_ID": HOST_B_BOOT_ID,
     "GITLEASE_TESTING_BOOT_OFFSET_MS": str(HOST_B_OFFSET_MS),
+    "XDG_STATE_HOME": str(Path(os.environ["HOME"]) / "host-b" / "state"),
 }
 #: boot id -> how far that host's boot clock is from the real one (for the history checker)
 BOOT_OFFSETS = {HOST_B_BOOT_ID: HOST_B_OFFSET_MS}
