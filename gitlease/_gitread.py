@@ -43,6 +43,23 @@ def git_env(git_dir: Path | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
+def with_settings(env: dict[str, str], settings: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """``env`` with git configuration added through ``GIT_CONFIG_COUNT`` (after any the
+    caller set): in the environment rather than as ``-c`` arguments, because a credential
+    setting or an HTTP header may be a secret, and any user can read a process's arguments."""
+    if not settings:
+        return env
+    try:
+        first = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        first = 0
+    out = dict(env, GIT_CONFIG_COUNT=str(first + len(settings)))
+    for i, (key, value) in enumerate(settings, first):
+        out[f"GIT_CONFIG_KEY_{i}"] = key
+        out[f"GIT_CONFIG_VALUE_{i}"] = value
+    return out
+
+
 class Snapshot(Value):
     """What a ref held when it was read: its object id and the blob's bytes."""
 

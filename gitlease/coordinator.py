@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ._gitread import git_env
 from .errors import StoreError, UsageError
-from .gitdirs import repository_at
+from .gitdirs import common_dir, repository_at
 from .projects import normalize_url
 from .value import Value
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 REMOTE_ENV = "GITLEASE_REMOTE"
 CONFIG_KEY = "gitlease.remote"
+#: Where a shared store records the remote its first caller named (not ``gitlease.remote``,
+#: so that a store that is also somebody's repository keeps that setting as its user wrote it).
+RECORD_KEY = "gitlease.coordinator"
 RECORDED = "recorded in the shared store: every clone of the project uses it"
 
 
@@ -41,37 +44,47 @@ class Coordinator(Value):
     reason: str  # how it was chosen, e.g. "git config gitlease.remote"
 
 
-def choose(location: Location, explicit: str | None) -> Coordinator | None:
+def choose(location: Location, explicit: str | None, *, record: bool = True) -> Coordinator | None:
     """The coordinator of the store at ``location``, or None for a store on this host alone.
 
     ``explicit``: ``--remote`` (an empty string turns the remote off, over any setting).
+    ``gitlease.remote`` is read from the repository here (every scope of its configuration)
+    when there is one, else from the store's. A remote name is turned into its URL through
+    the repository's configuration when the store is not that repository (it has no remotes
+    of its own). ``record``: a shared store records the first remote named in it, and refuses
+    another (``gitlease where`` only looks).
     """
     shared = location.project is not None
+    config = location.config
     named: str | None
     if explicit is not None:
         named, why = explicit, "--remote"
     elif os.environ.get(REMOTE_ENV) is not None:
         named, why = os.environ[REMOTE_ENV], REMOTE_ENV
-    elif shared:
-        named = location.config.remote if location.config is not None else None
+    else:
         why = f"git config {CONFIG_KEY}"
-        if named is None:
+        named = config.remote if config is not None else _configured(location.git_dir)
+        if named is None and shared:
             recorded = _recorded(location.git_dir)
             return Coordinator(recorded, recorded, RECORDED) if recorded else None
-    else:
-        named, why = _configured(location.git_dir), f"git config {CONFIG_KEY}"
     if not named:
         return None
     if named.startswith("-"):  # it is passed to git fetch and git push as an argument
         raise UsageError(f"bad remote {named!r} (from {why}): it cannot start with -")
     named = _absolute_if_path(named)
     remote = named
-    if shared:  # the shared store has no remotes of its own: the clone's name becomes a URL
-        config = location.config
-        remote = (config.url_of(named) if config is not None else None) or remote
-        remote = _absolute_if_path(remote)
+    if config is not None and not _is_own_repository(location):
+        remote = _absolute_if_path(config.url_of(named) or named)
+    if shared and record:
         _pin(location.git_dir, remote)
     return Coordinator(remote, named, why)
+
+
+def _is_own_repository(location: Location) -> bool:
+    """Whether the store is the repository here itself (``gitlease.store`` naming its .git)."""
+    if location.worktree_git_dir is None:
+        return False
+    return common_dir(location.worktree_git_dir).resolve() == location.git_dir.resolve()
 
 
 def same_remote(a: str, b: str) -> bool:
@@ -98,7 +111,7 @@ def _pin(store: Path, remote: str) -> None:
                 "coordinator. Fix gitlease.remote here, or give this clone a store of its own "
                 "(git config gitlease.store PATH)"
             )
-        written = _git_config(store, CONFIG_KEY, remote)
+        written = _git_config(store, RECORD_KEY, remote)
         if written.returncode == 0:
             return
         time.sleep(0.01 * (attempt + 1))  # a racing first caller holds config.lock
@@ -106,7 +119,9 @@ def _pin(store: Path, remote: str) -> None:
 
 
 def _recorded(store: Path) -> str:
-    return _git_config(store, "--get", CONFIG_KEY).stdout.strip()
+    if not (store / "config").exists():  # not made yet (`gitlease where` in a fresh clone)
+        return ""
+    return _git_config(store, "--get", RECORD_KEY).stdout.strip()
 
 
 def _git_config(store: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -27,8 +27,14 @@ from .errors import StoreError
 from .gitdirs import repository_at
 from .value import Value
 
-#: The keys one ``git config`` call reads for locating a store.
-_KEYS = r"^(gitlease\.(store|remote)|remote\..*\.url|url\..*\.insteadof)$"
+#: The keys one ``git config`` call reads for locating a store, and for reaching its remote.
+_KEYS = (
+    r"^(gitlease\.(store|remote)|remote\..*\.url|url\..*\.(push)?insteadof"
+    r"|core\.sshcommand|credential\..*|http\..*)$"
+)
+#: Settings for reaching a remote that the repository's own configuration may hold, and that
+#: a git process in the store (a repository of its own) would otherwise not see.
+_ACCESS = re.compile(r"core\.sshcommand|credential\..*|http\..*|url\..*\.(push)?insteadof")
 _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
 _NETWORK_SCHEMES = ("ssh", "git+ssh", "ssh+git", "git", "http", "https", "ftp", "ftps")
 _MAX_HOPS = 8
@@ -37,11 +43,13 @@ _MAX_HOPS = 8
 class RepoConfig(Value):
     """What a repository's git configuration (every scope) says about gitlease and remotes."""
 
-    __slots__ = ("store", "remote", "remotes", "instead_of")
+    __slots__ = ("store", "remote", "remotes", "instead_of", "access")
     store: str | None  # gitlease.store
     remote: str | None  # gitlease.remote ("" turns it off)
     remotes: dict[str, str]  # remote name -> url, as written
     instead_of: dict[str, str]  # url.<base>.insteadOf: prefix -> base
+    #: The repository's own (local and worktree) settings for reaching a remote, in order.
+    access: tuple[tuple[str, str], ...]
 
     def url_of(self, name: str) -> str | None:
         """The URL of the remote ``name`` with ``url.<base>.insteadOf`` applied, as git does."""
@@ -70,7 +78,16 @@ def read_config(git_dir: Path) -> RepoConfig:
     env = git_env()
     try:
         result = subprocess.run(
-            ["git", "--git-dir", str(git_dir), "config", "--null", "--get-regexp", _KEYS],
+            [
+                "git",
+                "--git-dir",
+                str(git_dir),
+                "config",
+                "--null",
+                "--show-scope",
+                "--get-regexp",
+                _KEYS,
+            ],
             capture_output=True,
             env=env,
         )
@@ -82,9 +99,13 @@ def read_config(git_dir: Path) -> RepoConfig:
     store = remote = None
     remotes: dict[str, str] = {}
     instead_of: dict[str, str] = {}
-    for entry in result.stdout.decode("utf-8", "replace").split("\0"):
+    access: list[tuple[str, str]] = []
+    fields = result.stdout.decode("utf-8", "replace").split("\0")
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
         key, _, value = entry.partition("\n")
         lowered = key.lower()
+        if scope in ("local", "worktree") and _ACCESS.fullmatch(lowered):
+            access.append((key, value))
         if lowered == "gitlease.store":
             store = value
         elif lowered == "gitlease.remote":
@@ -93,7 +114,7 @@ def read_config(git_dir: Path) -> RepoConfig:
             remotes.setdefault(key[len("remote.") : -len(".url")], value)
         elif lowered.startswith("url.") and lowered.endswith(".insteadof"):
             instead_of[value] = key[len("url.") : -len(".insteadof")]
-    return RepoConfig(store, remote, remotes, instead_of)
+    return RepoConfig(store, remote, remotes, instead_of, tuple(access))
 
 
 def rewrite_url(url: str, instead_of: dict[str, str]) -> str:

@@ -30,7 +30,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from ._files import flocked, is_stale, lock_age
-from ._gitread import Snapshot, git_env, stderr_text
+from ._gitread import Snapshot, git_env, stderr_text, with_settings
 from .clock import Now
 from .errors import (
     CompareAndSwapFailed,
@@ -148,6 +148,9 @@ class RemoteStore(Store):
         self.remote_reason = reason
         self.shown = redact(remote)  # for messages
         self.sightings = Sightings(self.git_dir / "worklease" / "sightings")
+        #: The repository's own settings for reaching remotes (ssh command, credential
+        #: helpers, http.*): git in the store would not see them otherwise.
+        self.access = location.config.access if location.config is not None else ()
         self._deadline: float | None = None  # see within()
         self._url: str | None = None  # the push URL, once asked (see _may_replay)
         #: when a refused push was settled by a fetch: the retry that follows needs no other
@@ -483,7 +486,7 @@ class RemoteStore(Store):
         timeout = self._seconds_left(NETWORK_TIMEOUT_SECONDS)
         if timeout <= 0:
             return None
-        env = git_env(self.git_dir, GIT_TERMINAL_PROMPT="0")
+        env = with_settings(git_env(self.git_dir, GIT_TERMINAL_PROMPT="0"), self.access)
         try:
             return subprocess.run(
                 ["git", *args],

@@ -23,7 +23,6 @@ HOST_B_BOOT_ID = "b0000000-0000-4000-8000-00000000000b"
 HOST_B_OFFSET_MS = 7 * 86_400_000
 #: Host B's environment. Its own XDG_STATE_HOME too: what gitlease keeps per user there
 #: must not be shared between two hosts (host A uses the test run's, see conftest.py).
-#: (``test_races.race`` only takes the boot from it: its forked racers share A's.)
 HOST_B_ENV = {
     "GITLEASE_TESTING_BOOT_ID": HOST_B_BOOT_ID,
     "GITLEASE_TESTING_BOOT_OFFSET_MS": str(HOST_B_OFFSET_MS),

@@ -22,6 +22,9 @@ def _racer(cwd: str, boot: dict[str, str], resources: list[str], barrier, result
     ``boot`` lets it play another host (``tests/hosts.py``) in a remote store's tests.
     """
     os.chdir(cwd)
+    for name in ("HOME", "XDG_STATE_HOME"):  # another host keeps its own per-user state
+        if name in boot:
+            os.environ[name] = boot[name]
     if boot:
         from gitlease import clock
 

@@ -525,3 +525,42 @@ def test_a_missing_server_is_skipped_by_name_and_fails_where_required(monkeypatc
     with pytest.raises(pytest.fail.Exception, match="no-such-sshd is not installed"):
         need("no-such-sshd", "openssh-server")
     assert need("git", "git").endswith("/git")
+
+
+# ------------------------------------------------------------------ the clone's own settings
+
+
+def test_a_clone_s_own_ssh_command_reaches_the_shared_store_s_pushes(
+    ssh_transport: SshTransport, tmp_path: Path
+) -> None:
+    """The store is a repository of its own, but `core.sshCommand` set in the clone (a deploy
+    key, say) still applies to the pushes and fetches gitlease makes for it."""
+    remote = ssh_transport.repo(tmp_path)
+    host = remote.host(0)
+    command = host.env.pop("GIT_SSH_COMMAND")
+    assert host.run("acquire", "own/ssh", "--json").code == 7, "no key: the server refuses"
+    host.git("config", "core.sshCommand", command)
+    got = host.run("acquire", "own/ssh", "--json")
+    assert got.code == 0, got
+    assert remote.refs() == {got.json["ref"]: got.json["oid"]}
+
+
+def test_an_explicit_store_still_uses_the_clone_s_remote(remote: Remote, tmp_path: Path) -> None:
+    """`gitlease.store` naming a store of its own, with `gitlease.remote origin` in the clone:
+    the remote is the clone's, never silently dropped."""
+    host = remote.host(0)
+    store = tmp_path / "own-store.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(store)], check=True)
+    host.git("config", "gitlease.store", str(store))
+    doc = host.run("where", "--json").json
+    assert doc["store"] == str(store) and doc["remote"] == "origin", doc
+    got = host.run("acquire", "explicit/store", "--json")
+    assert got.code == 0, got
+    assert got.json["ref"] in remote.refs(), "the claim went to the coordinator"
+
+
+def test_where_in_a_fresh_clone_with_a_remote_writes_nothing(remote: Remote) -> None:
+    host = remote.host(0)
+    doc = host.run("where", "--json")
+    assert doc.code == 0 and doc.json["remote"] == "origin", doc
+    assert not Path(doc.json["store"]).exists(), "where only looks"

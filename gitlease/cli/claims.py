@@ -40,7 +40,7 @@ def where(opts: Options, path_only: bool) -> None:
     from ..remote import redact
 
     location = locate(opts.store)
-    found = choose(location, opts.remote)
+    found = choose(location, opts.remote, record=False)
     store = str(location.git_dir)
     doc = {
         "store": store,
