@@ -54,6 +54,8 @@ def _build_wall_clock_shim() -> Path | None:
 
 
 WALL_CLOCK_SHIM = _build_wall_clock_shim()
+if WALL_CLOCK_SHIM is None and os.environ.get("GITLEASE_REQUIRE_TOOLS") == "1":
+    raise RuntimeError("GITLEASE_REQUIRE_TOOLS=1 (CI): tests/wallclock.c could not be built")
 NEEDS_SHIM = pytest.mark.skipif(
     WALL_CLOCK_SHIM is None, reason="a C compiler (cc) builds tests/wallclock.c: none found"
 )
