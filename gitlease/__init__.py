@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .maintenance import verify as verify
     from .providers import canonical_key as canonical_key
     from .reads import free as free
+    from .reads import history as history
     from .reads import list_claims as list_claims
     from .reads import log as log
     from .reads import show as show
@@ -85,6 +86,7 @@ _LAZY = {
     "list_claims": "reads",
     "free": "reads",
     "log": "reads",
+    "history": "reads",
     "bundle": "bundle",
     "canonical_key": "providers",
     "run_guarded": "guarded",

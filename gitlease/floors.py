@@ -1,0 +1,117 @@
+"""Revision floors: the last revision of a resource whose ref ``prune`` removed.
+
+A resource's revisions must keep increasing for as long as its store lives: receipts,
+``Gitlease-Claim`` trailers and the history checker name a claim by its revision. While
+the resource's ref exists its record carries the revision, and the next acquire
+continues from it. Once ``prune`` removes a tombstone, the floor carries it instead:
+
+* ``prune`` writes ``<store>/worklease/floors/<hash>`` (the revision, fsynced) under the
+  resource's guard *before* it removes the ref (:func:`write`);
+* the next acquire of an absent ref continues from :func:`read` + 1 (under the guard);
+* the retention pass folds loose floors into one sorted file, ``floors/packed``
+  (``<hash> <revision>`` a line), so that a store that has seen a hundred thousand
+  resources keeps one file rather than a hundred thousand, and drops a floor once the
+  resource's ref exists again with a higher revision (the record carries it then: only
+  ``prune`` removes a ref, and it writes a new floor first).
+
+Readers take no lock. :func:`read` looks at the loose file first, then the packed file,
+and the packer writes the packed file (fsynced) before it removes the loose files it
+folded in: a reader that misses the loose file finds its value packed. A floor is only
+ever raised, never lowered.
+
+(This is the only revision state outside the refs that gitlease keeps; a high-water mark
+kept by the claims core for other reasons is independent of it.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from contextlib import suppress
+from pathlib import Path
+
+from ._files import atomic_write
+
+PACKED = "packed"
+_HEADER = b"# gitlease revision floors v1: <sha256 of the ref, 40 hex> <revision>\n"
+_LINE = re.compile(rb"^([0-9a-f]{40}) ([0-9]{1,19})$", re.MULTILINE)
+_NAME = re.compile(r"[0-9a-f]{40}")
+
+
+def digest(ref: str) -> str:
+    """The 40 hex digits that name ``ref``'s guard and floor (SHA-256 of the ref name)."""
+    return hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
+
+
+def directory(git_dir: Path) -> Path:
+    """Where the floors of the store at ``git_dir`` live."""
+    return git_dir / "worklease" / "floors"
+
+
+def read(git_dir: Path, ref: str) -> int:
+    """The floor of ``ref`` (0 if none): the loose file, else the packed entry, the higher."""
+    name = digest(ref)
+    loose = _read_loose(directory(git_dir) / name)
+    return max(loose, read_packed(git_dir).get(name, 0))
+
+
+def _read_loose(path: Path) -> int:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return 0
+    return int(text) if text.isdigit() and len(text) <= 19 else 0
+
+
+def write(git_dir: Path, ref: str, revision: int) -> None:
+    """Durably raise ``ref``'s floor to ``revision`` (the caller holds the guard). OSError."""
+    path = directory(git_dir) / digest(ref)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, f"{max(revision, read(git_dir, ref))}\n".encode("ascii"), durable=True)
+
+
+def loose(git_dir: Path) -> dict[str, int]:
+    """Every loose floor: hash -> revision (unreadable files are left out, and kept)."""
+    found: dict[str, int] = {}
+    try:
+        names = os.listdir(directory(git_dir))
+    except OSError:
+        return found
+    for name in names:
+        if _NAME.fullmatch(name):
+            revision = _read_loose(directory(git_dir) / name)
+            if revision:
+                found[name] = revision
+    return found
+
+
+def read_packed(git_dir: Path) -> dict[str, int]:
+    """The packed floors: hash -> revision (lines that do not parse are ignored)."""
+    try:
+        data = (directory(git_dir) / PACKED).read_bytes()
+    except OSError:
+        return {}
+    packed: dict[str, int] = {}
+    for match in _LINE.finditer(data):
+        name, revision = match.group(1).decode(), int(match.group(2))
+        packed[name] = max(revision, packed.get(name, 0))
+    return packed
+
+
+def write_packed(git_dir: Path, floors: dict[str, int]) -> None:
+    """Replace the packed file with ``floors`` (fsynced; removed when empty). OSError."""
+    path = directory(git_dir) / PACKED
+    if not floors:
+        with suppress(FileNotFoundError):
+            path.unlink()
+        return
+    body = b"".join(f"{name} {floors[name]}\n".encode("ascii") for name in sorted(floors))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, _HEADER + body, durable=True, mode=0o644)
+
+
+def remove_loose(git_dir: Path, name: str) -> None:
+    """Remove one loose floor (its value is packed, or its ref carries a higher one)."""
+    with suppress(FileNotFoundError):
+        (directory(git_dir) / name).unlink()
