@@ -107,8 +107,8 @@ def verify(store: Store, *, repair: bool = False) -> Report:
                 if repair:
                     _repair_record(store, snap, resource, problem, read_blob)
                 continue
-            kept = store.kept_ids(snap.ref)
-            for message in _illegal_transitions(read_blob, claim, kept):
+            start = store.history_start(snap.ref)
+            for message in _illegal_transitions(read_blob, claim, snap.oid or "", start):
                 report.problems.append(Problem("illegal-transition", snap.ref, message, resource))
     report.problems.extend(_stale_locks(store, repair))
     report.problems.extend(_orphan_receipts(store, current, now, repair))
@@ -116,22 +116,24 @@ def verify(store: Store, *, repair: bool = False) -> Report:
 
 
 def _illegal_transitions(
-    read_blob: BlobRead, claim: Claim, kept: frozenset[str] | None
+    read_blob: BlobRead, claim: Claim, oid: str, start: str | None
 ) -> list[str]:
     """Walk back along the kept chain: every step must be an acquire, a renewal or a release.
 
     One blob read per kept record, all through one git process for the whole of ``verify``:
     the cost follows the history the retention policy keeps (docs/performance.md).
-    ``kept``: the records the reflog still names (:meth:`Store.kept_ids`).
+    ``oid``: the current record's; ``start``: where the kept history starts
+    (:meth:`Store.history_start`).
     """
     problems: list[str] = []
     record = claim.record
     seen: set[str] = set()
-    while record is not None and record.previous is not None and record.previous not in seen:
-        seen.add(record.previous)
-        if kept is not None and record.previous not in kept:
-            break  # expired by retention: the kept history starts here
-        data, _problem = read_blob(record.previous)
+    while record is not None and record.previous is not None and oid not in seen:
+        if oid == start:
+            break  # the retention pass cut the history here
+        seen.add(oid)
+        oid = record.previous
+        data, _problem = read_blob(oid)
         if data is None:
             break  # collected: the kept history starts here
         try:
@@ -430,6 +432,7 @@ def retain(
     result = Retention(policy)
     if auto and not policy.auto:
         result.skipped = "gitlease.autoPrune is false"
+        _write_summary(store, result)
         return result
     try:
         store.ensure_prunable()

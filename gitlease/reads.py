@@ -121,7 +121,7 @@ def history(store: Store, resource: str) -> History:
     chain: list[Claim] = []
     seen: set[str] = set()
     earlier = False
-    kept = store.kept_ids(ref) if snap.oid is not None else None
+    start = store.history_start(ref) if snap.oid is not None else None
     with store.blob_reader() as read_blob:
         while snap.oid is not None and snap.oid not in seen:
             seen.add(snap.oid)
@@ -133,11 +133,10 @@ def history(store: Store, resource: str) -> History:
             if record.previous is None:
                 earlier = record.revision > 1  # a first record after prune: a floor's successor
                 break
-            data, problem = (
-                read_blob(record.previous)
-                if kept is None or record.previous in kept
-                else (None, "expired")
-            )
+            if snap.oid == start:
+                earlier = True  # the retention pass cut the history here
+                break
+            data, problem = read_blob(record.previous)
             if data is None:
                 earlier = True  # expired by retention (or collected): the kept part ends here
                 break

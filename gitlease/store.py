@@ -37,7 +37,6 @@ from ._gitread import (
     Snapshot,
     broken_refs,
     git_env,
-    named_ids,
     packed_refs_problem,
     parse_for_each_ref,
     parse_reflog,
@@ -510,15 +509,20 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot read the reflog of {ref}: {exc.strerror or exc}") from None
 
-    def kept_ids(self, ref: str) -> frozenset[str] | None:
-        """The records of ``ref`` that its history still keeps: those its reflog names (None
-        when it has no reflog lines to go by, such as a ref only fetched into a mirror).
-
-        A record the retention pass expired stays readable until ``git gc`` drops it (an
-        hour at least, :data:`GC_GRACE`); ``log`` and ``verify`` stop at it all the same.
-        """
-        lines = parse_reflog(self.read_reflog(ref))
-        return named_ids(lines) if lines else None
+    def history_start(self, ref: str) -> str | None:
+        """The record where ``ref``'s kept history starts, if the retention pass cut it: the
+        record that the reflog's first line writes over the zero id. (An untrimmed history's
+        first record has no predecessor anyway; ``log`` and ``verify`` stop at this one even
+        while ``git gc`` has not dropped the expired records yet, :data:`GC_GRACE`.)"""
+        try:
+            with self.reflog_path(ref).open("rb") as f:
+                first = f.readline(512)
+        except OSError:
+            return None
+        lines = parse_reflog(first)
+        if not lines or lines[0].old.strip("0") or not _OID.fullmatch(lines[0].new):
+            return None
+        return lines[0].new
 
     def rewrite_reflog(self, ref: str, change: Callable[[bytes], bytes | None]) -> bool:
         """Replace ``ref``'s reflog with ``change(current)`` while holding the ref's lock, so
