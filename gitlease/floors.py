@@ -9,10 +9,12 @@ continues from it. Once ``prune`` removes a tombstone, the floor carries it inst
   resource's guard *before* it removes the ref (:func:`write`);
 * the next acquire of an absent ref continues from :func:`read` + 1 (under the guard);
 * the retention pass folds loose floors into one sorted file, ``floors/packed``
-  (``<hash> <revision>`` a line), so that a store that has seen a hundred thousand
-  resources keeps one file rather than a hundred thousand, and drops a floor once the
-  resource's ref exists again with a higher revision (the record carries it then: only
-  ``prune`` removes a ref, and it writes a new floor first).
+  (``<hash> <revision>`` a line, the revision zero-padded to 19 digits so that every
+  line is 61 bytes and a lookup is a binary search), so that a store that has seen a
+  hundred thousand resources keeps one file of 6 MB rather than a hundred thousand
+  files, and drops a floor once the resource's ref exists again with a higher revision
+  (the record carries it then: only ``prune`` removes a ref, and it writes a new floor
+  first).
 
 Readers take no lock. :func:`read` looks at the loose file first, then the packed file,
 and the packer writes the packed file (fsynced) before it removes the loose files it
@@ -34,9 +36,9 @@ from pathlib import Path
 from ._files import atomic_write
 
 PACKED = "packed"
-_HEADER = b"# gitlease revision floors v1: <sha256 of the ref, 40 hex> <revision>\n"
 _LINE = re.compile(rb"^([0-9a-f]{40}) ([0-9]{1,19})$", re.MULTILINE)
 _NAME = re.compile(r"[0-9a-f]{40}")
+_WIDTH = 61  # 40 hex, a space, 19 digits, a newline
 
 
 def digest(ref: str) -> str:
@@ -53,7 +55,39 @@ def read(git_dir: Path, ref: str) -> int:
     """The floor of ``ref`` (0 if none): the loose file, else the packed entry, the higher."""
     name = digest(ref)
     loose = _read_loose(directory(git_dir) / name)
-    return max(loose, read_packed(git_dir).get(name, 0))
+    return max(loose, _lookup_packed(git_dir, name))
+
+
+def _lookup_packed(git_dir: Path, name: str) -> int:
+    """``name``'s packed floor by binary search over the fixed-width lines (a whole scan if
+    the file is not in that form, say after an edit by hand)."""
+    try:
+        fd = os.open(directory(git_dir) / PACKED, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        if size % _WIDTH:
+            return read_packed(git_dir).get(name, 0)
+        wanted = name.encode("ascii")
+        low, high = 0, size // _WIDTH
+        while low < high:
+            mid = (low + high) // 2
+            line = os.pread(fd, _WIDTH, mid * _WIDTH)
+            match = _LINE.match(line.rstrip(b"\n"))
+            if match is None:
+                return read_packed(git_dir).get(name, 0)
+            if match.group(1) == wanted:
+                return int(match.group(2))
+            if match.group(1) < wanted:
+                low = mid + 1
+            else:
+                high = mid
+        return 0
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
 
 
 def _read_loose(path: Path) -> int:
@@ -106,9 +140,9 @@ def write_packed(git_dir: Path, floors: dict[str, int]) -> None:
         with suppress(FileNotFoundError):
             path.unlink()
         return
-    body = b"".join(f"{name} {floors[name]}\n".encode("ascii") for name in sorted(floors))
+    body = b"".join(f"{name} {floors[name]:019d}\n".encode("ascii") for name in sorted(floors))
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, _HEADER + body, durable=True, mode=0o644)
+    atomic_write(path, body, durable=True, mode=0o644)
 
 
 def remove_loose(git_dir: Path, name: str) -> None:
