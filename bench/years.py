@@ -16,6 +16,7 @@ what the pass expired at once (the daily pass leaves unreferenced objects an hou
 the next day's pass drops them).
 
     python bench/years.py [--resources 200] [--rounds 20] [--repeat 5] [--policy k=v ...]
+                          [--baseline DIR]   # also time the reads with the gitlease in DIR
 """
 
 from __future__ import annotations
@@ -121,13 +122,27 @@ def show(label: str, figures: dict[str, int]) -> None:
         print(f"{name:<44} {value:>12,}{suffix}")
 
 
-def time_reads(repo: Path, repeat: int, common: Any) -> dict[str, list[float]]:
+def time_reads(
+    repo: Path, repeat: int, common: Any, code: str | None = None
+) -> dict[str, list[float]]:
+    """``log``, ``verify`` and ``list`` as whole processes (``code``: another checkout's
+    gitlease, on PYTHONPATH, for a comparison with an earlier version)."""
+    env = dict(common.ENV, PYTHONPATH=code) if code else common.ENV
+
     def run(*args: str):
         return lambda: subprocess.run(
-            [*common.GITLEASE, *args], cwd=repo, env=common.ENV, capture_output=True, check=True
+            [*common.GITLEASE, *args], cwd=repo, env=env, capture_output=True, check=True
         )
 
-    ms, time_it = common.ms, common.time_it
+    ms = common.ms
+    tag = " (baseline)" if code else ""
+
+    def once(fn: Any, _repeat: int) -> list[float]:
+        started = time.perf_counter()
+        fn()
+        return [time.perf_counter() - started]
+
+    time_it = once if code else common.time_it
 
     out = {
         "log bench/0": time_it(run("log", "bench/0"), repeat),
@@ -135,7 +150,7 @@ def time_reads(repo: Path, repeat: int, common: Any) -> dict[str, list[float]]:
         "list": time_it(run("list"), repeat),
     }
     for name, samples in out.items():
-        print(f"{name:<44} {ms(samples)}")
+        print(f"{name + tag:<44} {ms(samples)}")
     return out
 
 
@@ -146,6 +161,9 @@ def main() -> None:
     parser.add_argument("--heartbeats", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--policy", nargs="*", default=[], help="gitlease.KEY=VALUE in the store")
+    parser.add_argument(
+        "--baseline", metavar="DIR", help="also time the reads with the gitlease in DIR, once"
+    )
     parser.add_argument("--write-round", type=str, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_round:  # a round's own process: the parent's environment as it is
@@ -181,9 +199,12 @@ def main() -> None:
     elapsed = time.perf_counter() - started
     print(f"wrote {writes:,} records in {elapsed:.1f}s ({elapsed / writes * 1000:.2f} ms a write)")
 
+    print(f"store: {store}")
     before = measure(store)
     show("before the retention pass", before)
     reads_before = time_reads(repo, args.repeat, common)
+    if args.baseline:
+        time_reads(repo, 1, common, args.baseline)
 
     sys.path.insert(0, str(ROOT))
     os.chdir(repo)
@@ -199,6 +220,8 @@ def main() -> None:
     after = measure(store)
     show("after the retention pass", after)
     reads_after = time_reads(repo, args.repeat, common)
+    if args.baseline:
+        time_reads(repo, 1, common, args.baseline)
     print("-- after / before")
     for name in ("disk bytes", "files", "objects", "reflog lines"):
         print(f"{name:<44} {after[name] / max(before[name], 1):12.3f}x")

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .lease import unbind as unbind
     from .location import open_store as open_store
     from .maintenance import prune as prune
+    from .maintenance import retain as retain
     from .maintenance import verify as verify
     from .providers import canonical_key as canonical_key
     from .reads import free as free
@@ -96,6 +97,7 @@ _LAZY = {
     "Keeper": "keepers",
     "verify": "maintenance",
     "prune": "maintenance",
+    "retain": "maintenance",
 }
 
 __all__ = [

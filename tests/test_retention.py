@@ -229,6 +229,20 @@ def test_a_reflog_left_without_its_ref_is_removed_and_its_revisions_kept(store, 
     assert gitlease.acquire(store, R, bind=False).claim.record.revision == 7
 
 
+def test_packed_floors_are_found_by_bisection_and_by_a_scan_after_a_hand_edit(tmp_path) -> None:
+    refs = [encode(f"r/{i}") for i in range(500)]
+    values = {floors.digest(ref): 10**12 + i for i, ref in enumerate(refs)}
+    floors.write_packed(tmp_path, values)
+    packed = tmp_path / "worklease" / "floors" / "packed"
+    assert packed.stat().st_size == 61 * 500
+    assert [floors.read(tmp_path, ref) for ref in refs] == [10**12 + i for i in range(500)]
+    assert floors.read(tmp_path, encode("absent")) == 0
+    floors.write(tmp_path, refs[7], 3)  # a loose floor below the packed one: never lowers it
+    assert floors.read(tmp_path, refs[7]) == 10**12 + 7
+    packed.write_bytes(packed.read_bytes() + b"# an edit by hand\n")
+    assert floors.read(tmp_path, refs[499]) == 10**12 + 499
+
+
 # ------------------------------------------------------------------ never what serves
 
 
