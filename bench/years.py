@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""9. A store that lives for years: 20,000 writes, then the retention pass.
+"""10. A store that lives for years: 20,000 writes, then the retention pass.
 
 200 resources; each cycle is acquire, 3 heartbeats and release through the library (5
 writes); 20 rounds of a cycle per resource make 20,000 writes. With a C compiler, round r
@@ -183,7 +183,7 @@ def main() -> None:
     shim = build_shim()
     writes = args.resources * args.rounds * (2 + args.heartbeats)
     print(
-        f"9. years: {args.resources} resources x {args.rounds} rounds x "
+        f"10. years: {args.resources} resources x {args.rounds} rounds x "
         f"(acquire, {args.heartbeats} heartbeats, release) = {writes:,} writes, "
         + ("one round a day, the last one today" if shim else "all dated now (no cc)")
     )
