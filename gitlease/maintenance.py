@@ -373,11 +373,12 @@ class Retention:
         """The pass for people, one line per kind of work."""
         if self.skipped:
             return f"nothing done: {self.skipped}"
-        removed = ", ".join(f"{n} {kind}" for kind, n in self.removed.items() if n) or "nothing"
+        removed = ", ".join(f"{n} {kind}" for kind, n in self.removed.items() if n)
         lines = [
             f"pruned {len(self.pruned)} tombstone(s)",
             f"expired {self.expired} record(s) from the history of {self.trimmed} resource(s)",
-            f"removed {removed} that served nothing; {self.floors} revision floor(s) kept",
+            f"removed {removed} (they served nothing)" if removed else "removed no file",
+            f"kept {self.floors} revision floor(s)",
         ]
         if self.busy:
             lines.append(f"left for the next pass (busy): {', '.join(sorted(set(self.busy)))}")
