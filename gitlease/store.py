@@ -14,6 +14,11 @@ Around every write sits the resource's guard (:mod:`gitlease.guards`). A
 gone (or by a plain git command, which holds a ref lock for milliseconds): such
 a lock older than :data:`~gitlease._files.STALE_LOCK_SECONDS` is removed.
 
+The store also carries what the retention pass (:mod:`gitlease.maintenance`)
+needs: one ``git cat-file --batch`` for walking a record chain, reflog rewrites
+under the ref's lock, ``git gc``, the revision floors (:mod:`gitlease.floors`),
+and the daily start of the pass from a write (:meth:`Store.start_retention_if_due`).
+
 :class:`Store` is the store on this host; :class:`~gitlease.remote.RemoteStore`
 overrides the methods whose behaviour differs when a git remote coordinates it.
 """
@@ -666,6 +671,9 @@ class _BatchReader:
             header = stdout.readline()
         except OSError as exc:
             raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
+        if not header:
+            self.close()
+            raise StoreError(f"cannot read the store {self.git_dir}: git cat-file ended early")
         parts = header.split()
         if len(parts) == 2 and parts[1] == b"missing":
             return None, f"object {oid} is missing"
