@@ -66,7 +66,13 @@ def main() -> None:
     for layout in ("loose", "packed"):
         if layout == "packed":
             for repo in (small_repo, big_repo):
-                subprocess.run(["git", "pack-refs", "--all"], cwd=repo, env=ENV, check=True)
+                store = subprocess.run(
+                    [*GITLEASE, "where", "--path"], cwd=repo, env=ENV, capture_output=True,
+                    text=True, check=True,
+                ).stdout.strip()  # fmt: skip
+                subprocess.run(
+                    ["git", f"--git-dir={store}", "pack-refs", "--all"], env=ENV, check=True
+                )
         print(f"-- {layout} refs")
         show_small = time_it(run_process([*GITLEASE, "show", "scale/5"], small_repo, True), n)
         show_big = time_it(run_process([*GITLEASE, "show", "scale/5"], big_repo, True), n)

@@ -55,9 +55,11 @@ if TYPE_CHECKING:
     from .lease import unbind as unbind
     from .location import open_store as open_store
     from .maintenance import prune as prune
+    from .maintenance import retain as retain
     from .maintenance import verify as verify
     from .providers import canonical_key as canonical_key
     from .reads import free as free
+    from .reads import history as history
     from .reads import list_claims as list_claims
     from .reads import log as log
     from .reads import show as show
@@ -85,6 +87,7 @@ _LAZY = {
     "list_claims": "reads",
     "free": "reads",
     "log": "reads",
+    "history": "reads",
     "bundle": "bundle",
     "canonical_key": "providers",
     "run_guarded": "guarded",
@@ -94,6 +97,7 @@ _LAZY = {
     "Keeper": "keepers",
     "verify": "maintenance",
     "prune": "maintenance",
+    "retain": "maintenance",
 }
 
 __all__ = [

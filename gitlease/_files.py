@@ -134,14 +134,61 @@ def flocked(path: Path, *, wait: float | None, busy: Callable[[], GitleaseError]
     if key in held:
         yield held[key]
         return
+    deadline = None if wait is None else time.monotonic() + wait
     fd = open_lock_file(path)
     try:
-        if wait is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        elif not flock_polling(fd, time.monotonic() + wait):
-            raise busy()
+        while True:
+            if deadline is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            elif not flock_polling(fd, deadline):
+                raise busy()
+            if _still_at(fd, path):
+                break
+            # The file was removed while we waited (remove_unheld: a retention pass tidying
+            # guards): a lock on it excludes nobody, so lock the file now at ``path``.
+            os.close(fd)
+            fd = open_lock_file(path)
         held[key] = fd
         yield fd
     finally:
         held.pop(key, None)
+        os.close(fd)
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def remove_unheld(path: Path) -> bool:
+    """Remove the lock file ``path`` if nobody holds its ``flock`` now; whether it did.
+
+    Safe against every :func:`flocked` caller: the file is removed while locked here, and
+    a caller that opened it before and gets the lock afterwards finds that the path no
+    longer names its file (:func:`_still_at`), and locks the file at the path instead. A
+    lock this thread holds itself is never removed.
+    """
+    if str(path) in _HELD.__dict__.get("fds", {}):
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held: it serves someone right now
+        if not _still_at(fd, path):
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
         os.close(fd)

@@ -138,3 +138,33 @@ def broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:
             if ref == pattern or (pattern.endswith("/") and ref.startswith(pattern)):
                 broken.append(Snapshot(ref, UNREADABLE_OID, None, "the ref file is corrupt"))
     return broken
+
+
+class ReflogLine(Value):
+    """One reflog line: the record it replaced, the record it wrote, when (seconds)."""
+
+    __slots__ = ("old", "new", "when", "raw")
+    old: str
+    new: str
+    when: int | None  # None: the line does not parse (it counts as old)
+    raw: bytes  # the line as written, with its newline
+
+
+def parse_reflog(data: bytes) -> list[ReflogLine]:
+    """A reflog file's lines, oldest first (``old new name <email> seconds tz\\tmessage``)."""
+    lines = []
+    for raw in data.split(b"\n"):
+        if not raw:
+            continue
+        head = raw.split(b"\t", 1)[0].split(b" ")
+        old = head[0].decode("ascii", "replace")
+        new = head[1].decode("ascii", "replace") if len(head) > 1 else ""
+        stamp = head[-2] if len(head) >= 5 else b""
+        when = int(stamp) if stamp.isdigit() and len(stamp) <= 19 else None
+        lines.append(ReflogLine(old, new, when, raw + b"\n"))
+    return lines
+
+
+def named_ids(lines: list[ReflogLine]) -> frozenset[str]:
+    """Every record id a reflog still names (both ids of each line; not the zero id)."""
+    return frozenset(o for line in lines for o in (line.old, line.new) if o.strip("0"))

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._files import flocked
+from ._files import remove_unheld as _remove_unheld
 from .errors import HeldError
 
 #: Seconds a caller waits for another process's guard before the answer is HELD.
@@ -32,7 +33,20 @@ GUARD_ENV = "GITLEASE_GUARD"
 def guard_path(git_dir: Path, ref: str) -> Path:
     """The guard file of ``ref`` in the store at ``git_dir``."""
     digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
-    return git_dir / "worklease" / "guards" / digest
+    return directory(git_dir) / digest
+
+
+def directory(git_dir: Path) -> Path:
+    """Where the guards of the store at ``git_dir`` live."""
+    return git_dir / "worklease" / "guards"
+
+
+def remove_unheld(path: Path) -> bool:
+    """Remove a guard file that nobody holds now; whether it did. Only the retention pass does
+    this, for resources without a ref: every holder locks the file and then checks that the
+    path still names it (:func:`gitlease._files.flocked`), so a caller that opened the file
+    just before it went simply locks the new one."""
+    return _remove_unheld(path)
 
 
 @contextmanager

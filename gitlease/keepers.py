@@ -190,6 +190,18 @@ def unregister(git_dir: Path, pid: int, start: int) -> None:
         _write(git_dir, [k for k in live(git_dir) if (k.pid, k.start) != (pid, start)])
 
 
+def forget_dead(git_dir: Path) -> int:
+    """Drop the entries of processes that no longer run; how many (the retention pass)."""
+    if not _path(git_dir).exists():
+        return 0
+    with _locked(git_dir):
+        entries = _entries(git_dir)
+        alive = [k for k in entries if k.alive]
+        if len(alive) != len(entries):
+            _write(git_dir, alive)
+        return len(entries) - len(alive)
+
+
 def stop(git_dir: Path, claims: Iterable[tuple[str, str]]) -> list[int]:
     """Stop the keepalive processes that renew any of ``claims`` (``(ref, claim id)`` pairs),
     and wait a moment for them to end; their pids. Best effort: a process that stays (it is

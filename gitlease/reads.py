@@ -9,6 +9,7 @@ is shown as ``invalid``: ``show`` exits STORE on it, ``list`` carries on,
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from . import keepers
 from . import receipts as receipts_mod
@@ -18,6 +19,7 @@ from .clock import Now
 from .receipts import Binding
 from .refname import encode, validate_resource
 from .store import Store
+from .value import Value
 from .waitqueue import waiting_for
 
 
@@ -68,26 +70,85 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     return [c for c in out if not waiting.get(c.ref)]
 
 
+class History(Value):
+    """A resource's kept history (``log``): its records oldest first, and where they start."""
+
+    __slots__ = ("resource", "records", "earlier_expired", "kept_from_revision")
+    resource: str
+    records: list[Claim]
+    #: Whether older records existed and are no longer in the store (expired by the retention
+    #: policy; through a remote, also never fetched by this host).
+    earlier_expired: bool
+    #: The revision of the oldest record shown (None: no record, or it does not verify).
+    kept_from_revision: int | None
+
+    def start_text(self) -> str | None:
+        """Where the history starts, for people (None when it is complete)."""
+        if not self.earlier_expired:
+            return None
+        if self.kept_from_revision is None and not self.records:
+            return "no records kept: earlier records expired by retention"
+        if self.kept_from_revision is None:
+            return "history kept from an unreadable record; earlier records expired by retention"
+        return (
+            f"history kept from revision {self.kept_from_revision}; "
+            "earlier records expired by retention"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``log --json`` (docs/reference/json.md)."""
+        return {
+            "resource": self.resource,
+            "records": [c.to_dict() for c in self.records],
+            "earlier_expired": self.earlier_expired,
+            "kept_from_revision": self.kept_from_revision,
+        }
+
+
 def log(store: Store, resource: str) -> list[Claim]:
-    """Every transition, oldest first, following the records' own chain (not the reflog)."""
+    """Every kept transition, oldest first, following the records' own chain (not the reflog)."""
+    return history(store, resource).records
+
+
+def history(store: Store, resource: str) -> History:
+    """The kept history of ``resource``, read through one ``git cat-file --batch`` process
+    fed each record's predecessor in turn: the cost follows what is printed, however long
+    the store has lived (docs/performance.md)."""
     ref = encode(resource)
     store.refresh()
     now = Now.read()
     snap = store.read(ref)
     chain: list[Claim] = []
     seen: set[str] = set()
-    while snap.oid is not None and snap.oid not in seen:
-        seen.add(snap.oid)
-        claim = judge(snap, now, resource)
-        chain.append(claim)
-        if claim.record is None or claim.record.previous is None:
-            break
-        data, problem = store.read_blob(claim.record.previous)
-        if data is None:
-            break  # pruned or collected: the chain starts here
-        snap = Snapshot(ref, claim.record.previous, data, problem)
+    earlier = False
+    start = store.history_start(ref) if snap.oid is not None else None
+    with store.blob_reader() as read_blob:
+        while snap.oid is not None and snap.oid not in seen:
+            seen.add(snap.oid)
+            claim = judge(snap, now, resource)
+            chain.append(claim)
+            record = claim.record
+            if record is None:
+                break  # a record that does not verify names no trustworthy predecessor
+            if record.previous is None:
+                earlier = record.revision > 1  # a first record after prune: a floor's successor
+                break
+            if snap.oid == start:
+                earlier = True  # the retention pass cut the history here
+                break
+            data, problem = read_blob(record.previous)
+            if data is None:
+                earlier = True  # expired by retention (or collected): the kept part ends here
+                break
+            snap = Snapshot(ref, record.previous, data, problem)
+    if not chain:
+        earlier = store.revision_floor(ref) > 0
     chain.reverse()
-    return [_historic(c, chain[i + 1] if i + 1 < len(chain) else None) for i, c in enumerate(chain)]
+    records = [
+        _historic(c, chain[i + 1] if i + 1 < len(chain) else None) for i, c in enumerate(chain)
+    ]
+    first = records[0].record if records else None
+    return History(resource, records, earlier, first.revision if first else None)
 
 
 def _historic(claim: Claim, successor: Claim | None) -> Claim:

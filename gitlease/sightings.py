@@ -56,6 +56,21 @@ class Sightings:
                 self._save(known)
         return out
 
+    def forget(self, present: dict[str, str]) -> int:
+        """Drop the sightings of refs that are gone or hold another record now (``present``:
+        ref -> object id); how many. They serve nothing: a record seen again is timed anew."""
+        if not self.path.exists():
+            return 0
+        lock = self.path.with_name(self.path.name + ".lock")
+        with flocked(lock, wait=None, busy=lambda: StoreError(f"{lock} stayed locked")):
+            known = self._load()
+            stale = [ref for ref, (oid, _, _) in known.items() if present.get(ref) != oid]
+            for ref in stale:
+                del known[ref]
+            if stale:
+                self._save(known)
+        return len(stale)
+
     def _load(self) -> dict[str, tuple[str, str, int]]:
         known = {}
         try:

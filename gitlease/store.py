@@ -14,22 +14,28 @@ Around every write sits the resource's guard (:mod:`gitlease.guards`). A
 gone (or by a plain git command, which holds a ref lock for milliseconds): such
 a lock older than :data:`~gitlease._files.STALE_LOCK_SECONDS` is removed.
 
+The store also carries what the retention pass (:mod:`gitlease.maintenance`)
+needs: one ``git cat-file --batch`` for walking a record chain, reflog rewrites
+under the ref's lock, ``git gc``, the revision floors (:mod:`gitlease.floors`),
+and the daily start of the pass from a write (:meth:`Store.start_retention_if_due`).
+
 :class:`Store` is the store on this host; :class:`~gitlease.remote.RemoteStore`
 overrides the methods whose behaviour differs when a git remote coordinates it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
+import re
 import subprocess
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from . import guards
+from . import floors, guards
 from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ._gitread import (
     UNREADABLE_OID,
@@ -38,6 +44,7 @@ from ._gitread import (
     git_env,
     packed_refs_problem,
     parse_for_each_ref,
+    parse_reflog,
     stderr_text,
 )
 from .errors import (
@@ -53,8 +60,22 @@ if TYPE_CHECKING:
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = UNREADABLE_OID
-_GC_KEY = "gc.refs/worklease/*.reflogExpireUnreachable"
+#: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
+#: nor an active claim's records back to its acquire, so the retention pass does it
+#: (:mod:`gitlease.retention`), and a plain ``git gc`` of the store drops no history.
+_GC_KEYS = (
+    "gc.refs/worklease/*.reflogExpireUnreachable",
+    "gc.refs/worklease/*.reflogExpire",
+)
 _LOG_KEY = "core.logAllRefUpdates"
+#: How often writes start the retention pass in the background (``gitlease.autoPrune``).
+AUTO_PRUNE_SECONDS = 86_400.0
+#: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
+#: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
+GC_GRACE = "1.hour.ago"
+_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: Retention passes this process started and has not reaped yet (a library caller lives on).
+_BACKGROUND: list[subprocess.Popen[bytes]] = []
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
 BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
@@ -110,8 +131,10 @@ class Store:
 
     def prepare_write(self) -> None:
         """Open the repository with pygit2 before a decision that leads to a write, so the
-        reads under the guard see exactly what the transaction will lock."""
+        reads under the guard see exactly what the transaction will lock; and start the
+        daily retention pass if it is due (:meth:`start_retention_if_due`)."""
         self.repo  # noqa: B018 - the property opens it
+        self.start_retention_if_due()
 
     # ----------------------------------------------------------------- reads
 
@@ -265,6 +288,21 @@ class Store:
             return None, f"object {oid} cannot be read"
         return blob.stdout, None
 
+    @contextmanager
+    def blob_reader(self) -> Iterator[Callable[[str], tuple[bytes | None, str | None]]]:
+        """A reader of many blobs through one ``git cat-file --batch`` process, for walking
+        a record chain (``log``, ``verify``): ``read(oid)`` gives what :meth:`read_blob`
+        gives, and the process starts on the first read and ends with the block. (With the
+        repository open in pygit2, that reads instead.)"""
+        if self._repo is not None:
+            yield self.read_blob
+            return
+        reader = _BatchReader(self.git_dir)
+        try:
+            yield reader.read
+        finally:
+            reader.close()
+
     def _read_pygit2(self, ref: str) -> Snapshot:
         import pygit2
 
@@ -415,8 +453,9 @@ class Store:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
     def _ensure_gc_config(self) -> None:
-        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history early,
-        and make libgit2 write reflogs in a bare store (it writes none there by default).
+        """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history on its
+        own (the retention pass decides what goes: :data:`_GC_KEYS`), and make libgit2 write
+        reflogs in a bare store (it writes none there by default).
 
         Best effort: it touches history retention, never ownership, so it never fails a
         write. Racing first writers in a fresh store meet on ``config.lock``: whoever loses
@@ -426,37 +465,176 @@ class Store:
         while True:
             try:
                 config = self.repo.config
-                if _GC_KEY in config and _LOG_KEY in config:
-                    return
                 if _LOG_KEY not in config:
                     config[_LOG_KEY] = "true"
-                if _GC_KEY not in config:
-                    config[_GC_KEY] = "never"
+                for key in _GC_KEYS:
+                    if key not in config:
+                        config[key] = "never"
                 return
             except Exception:
                 if time.monotonic() >= deadline:
                     return  # a stale config.lock or a read-only store: the write decides
                 time.sleep(0.02)
 
-    def _floor_path(self, ref: str) -> Path:
-        digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
-        return self.git_dir / "worklease" / "floors" / digest
-
     def revision_floor(self, ref: str) -> int:
         """The last revision of a pruned resource (0 if none): revisions keep growing."""
-        try:
-            return int(self._floor_path(ref).read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            return 0
+        return floors.read(self.git_dir, ref)
 
     def write_revision_floor(self, ref: str, revision: int) -> None:
         """Durably remember ``revision`` before ``prune`` removes the ref (under the guard)."""
-        path = self._floor_path(ref)
+        try:
+            floors.write(self.git_dir, ref, revision)
+        except OSError as exc:
+            raise StoreError(f"cannot write the floor of {ref}: {exc.strerror or exc}") from None
+
+    # ------------------------------------------------------------- retention
+
+    def reflog_path(self, ref: str) -> Path:
+        """The reflog file of ``ref``."""
+        return self.git_dir / "logs" / ref
+
+    def reflog_refs(self) -> list[str]:
+        """Every ref under ``refs/worklease/`` that has a reflog file (existing or not)."""
+        base = self.git_dir / "logs" / PREFIX
+        if not base.is_dir():
+            return []
+        root = self.git_dir / "logs"
+        return sorted(
+            str(p.relative_to(root))
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.endswith(".lock")
+        )
+
+    def read_reflog(self, ref: str) -> bytes:
+        """The reflog of ``ref`` as git wrote it (empty if there is none)."""
+        try:
+            return self.reflog_path(ref).read_bytes()
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise StoreError(f"cannot read the reflog of {ref}: {exc.strerror or exc}") from None
+
+    def history_start(self, ref: str) -> str | None:
+        """The record where ``ref``'s kept history starts, if the retention pass cut it: the
+        record that the reflog's first line writes over the zero id. (An untrimmed history's
+        first record has no predecessor anyway; ``log`` and ``verify`` stop at this one even
+        while ``git gc`` has not dropped the expired records yet, :data:`GC_GRACE`.)"""
+        try:
+            with self.reflog_path(ref).open("rb") as f:
+                first = f.readline(512)
+        except OSError:
+            return None
+        lines = parse_reflog(first)
+        if not lines or lines[0].old.strip("0") or not _OID.fullmatch(lines[0].new):
+            return None
+        return lines[0].new
+
+    def rewrite_reflog(self, ref: str, change: Callable[[bytes], bytes | None]) -> bool:
+        """Replace ``ref``'s reflog with ``change(current)`` while holding the ref's lock, so
+        that no writer (gitlease's, git's or libgit2's, which append under that lock) adds a
+        line meanwhile; None leaves it. The caller holds the guard. Whether it changed."""
+        import pygit2
+
+        path = self.reflog_path(ref)
+        try:
+            with self.repo.transaction() as tx:  # locked, never set: committing only unlocks
+                self._lock_ref(tx, ref)
+                current = self.read_reflog(ref)
+                new = change(current)
+                if new is None or new == current:
+                    return False
+                try:
+                    mode = path.stat().st_mode & 0o777
+                except FileNotFoundError:
+                    return False
+                atomic_write(path, new, durable=False, mode=mode)
+                return True
+        except (pygit2.GitError, OSError) as exc:
+            raise StoreError(f"cannot rewrite the reflog of {ref}: {exc}") from None
+
+    def delete_reflog(self, ref: str) -> None:
+        """Remove the reflog of a ref that no longer exists (the caller holds the guard), and
+        the directories it leaves empty. libgit2 leaves it behind when it deletes a ref."""
+        path = self.reflog_path(ref)
+        with suppress(FileNotFoundError):
+            path.unlink()
+        stop = self.git_dir / "logs" / PREFIX.rstrip("/")
+        parent = path.parent
+        while parent != stop and stop in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    def collect_garbage(self, grace: str = GC_GRACE) -> None:
+        """``git gc`` of the store: pack what is kept, drop what no ref or reflog names.
+
+        Objects younger than ``grace`` survive, so a write in flight keeps its blob. A
+        store that is not bare (a repository named as the store outright, with a project
+        in it) gets ``git gc --auto`` instead: its own history is not ours to repack daily.
+        """
+        bare = self._git("rev-parse", "--is-bare-repository").stdout.strip() == b"true"
+        args = ["gc", "--quiet", f"--prune={grace}", *([] if bare else ["--auto"])]
+        result = self._git(*args)
+        if result.returncode != 0:
+            raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
+
+    def start_retention_if_due(self) -> None:
+        """About once a day, start the retention pass in the background (``gitlease prune
+        --auto``, which reads ``gitlease.autoPrune``). One ``stat`` when it is not due.
+
+        The stamp's time is set when a pass is claimed, so racing writers start one pass
+        (and a second one started anyway finds the pass lock taken and ends). Best effort:
+        it never fails a write.
+        """
+        stamp = self.git_dir / "worklease" / "last-prune"
+        now = time.time()
+        try:
+            age = now - stamp.stat().st_mtime
+        except FileNotFoundError:
+            self._touch(stamp, now)  # a new store: its first pass is due a day from now
+            return
+        except OSError:
+            return
+        if -AUTO_PRUNE_SECONDS < age < AUTO_PRUNE_SECONDS:  # (far in the future: clock went back)
+            return
+        if self._touch(stamp, now):
+            self._spawn_retention()
+
+    @staticmethod
+    def _touch(path: Path, when: float) -> bool:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, f"{revision}\n".encode("ascii"), durable=True)
-        except OSError as exc:
-            raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+            path.touch()
+            os.utime(path, (when, when))
+            return True
+        except OSError:
+            return False
+
+    def _spawn_retention(self) -> None:
+        """``python -m gitlease prune --auto`` on this store, detached: its own session, no
+        terminal, nothing inherited that would make it act for the caller (a lent guard)."""
+        env = {
+            k: v
+            for k, v in git_env().items()
+            if k not in (guards.GUARD_ENV, BREAK_ENV, "GITLEASE_RECEIPT")
+        }
+        env.update(GITLEASE_STORE=str(self.git_dir), GITLEASE_REMOTE=self.remote or "")
+        _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]
+        with suppress(OSError, ValueError):
+            _BACKGROUND.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "gitlease", "prune", "--auto"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd="/",
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            )
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
@@ -471,3 +649,78 @@ class Store:
                 tx.remove(ref)
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot remove {ref} from {self.git_dir}: {exc}") from None
+
+
+class _BatchReader:
+    """One ``git cat-file --batch`` process, fed one object id at a time: the next id to ask
+    for is often in the answer to the last (a record names its predecessor)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def read(self, oid: str) -> tuple[bytes | None, str | None]:
+        """(bytes, None) for a blob, or (None, why not)."""
+        if not _OID.fullmatch(oid):  # a forged "previous" must not become a second request
+            return None, f"{oid[:80]!r} is not an object id"
+        proc = self._start()
+        stdin, stdout = _pipes(proc)
+        try:
+            stdin.write(oid.encode("ascii") + b"\n")
+            stdin.flush()
+            header = stdout.readline()
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
+        if not header:
+            self.close()
+            raise StoreError(f"cannot read the store {self.git_dir}: git cat-file ended early")
+        parts = header.split()
+        if len(parts) == 2 and parts[1] == b"missing":
+            return None, f"object {oid} is missing"
+        if len(parts) != 3 or not parts[2].isdigit():
+            self.close()  # out of step with git: start afresh next time
+            return None, f"object {oid} cannot be read"
+        size = int(parts[2])
+        body = stdout.read(size + 1)
+        if len(body) != size + 1:
+            self.close()
+            return None, f"object {oid} cannot be read"
+        kind = parts[1].decode("ascii", "replace")
+        if kind != "blob":
+            return None, f"object {oid} is a {kind}, not a blob"
+        return body[:size], None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            try:
+                self._proc = subprocess.Popen(
+                    ["git", "cat-file", "--batch"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    env=git_env(self.git_dir),
+                )
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+        return self._proc
+
+    def close(self) -> None:
+        """End the process (it ends by itself when its input closes)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        stdin, stdout = _pipes(proc)
+        with suppress(OSError):
+            stdin.close()
+        with suppress(OSError):
+            stdout.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    assert proc.stdin is not None and proc.stdout is not None  # made with PIPE
+    return proc.stdin, proc.stdout

@@ -38,16 +38,24 @@ def verify(opts: Options, repair: bool) -> int:
 @command(cli, "prune")
 @click.option(
     "--older-than",
-    default="7d",
-    show_default=True,
-    help="Drop tombstones released longer ago than this.",
+    default=None,
+    metavar="DURATION",
+    help="Remove tombstones released longer ago than this ('never': keep them). "
+    "Default: git config gitlease.tombstoneAge, else 7d.",
 )
-def prune(opts: Options, older_than: str) -> None:
-    """Drop old tombstones; revisions keep increasing for every resource."""
-    from ..maintenance import prune as do_prune
+@click.option(
+    "--auto",
+    is_flag=True,
+    help="Run as the automatic daily pass does: nothing if gitlease.autoPrune is false or "
+    "a pass is running; with a remote, compact this host's mirror only.",
+)
+def prune(opts: Options, older_than: str | None, auto: bool) -> None:
+    """Apply the retention policy: drop old tombstones and expired history, tidy the store's
+    files, then git gc. Never touches an active claim; revisions keep increasing."""
+    from ..maintenance import retain
 
-    dropped = do_prune(open_store(opts), older_than=older_than)
-    emit(opts, {"pruned": dropped}, f"pruned {len(dropped)} tombstone(s)")
+    report = retain(open_store(opts), older_than=older_than, auto=auto)
+    emit(opts, report.to_dict(), report.describe())
 
 
 @command(cli, "bind")

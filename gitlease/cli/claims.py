@@ -316,8 +316,9 @@ def free(opts: Options, resources: tuple[str, ...]) -> None:
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
 def log(opts: Options, resource: str, key_: str | None) -> None:
     """The history of RESOURCE, oldest first: one line per transition."""
-    from ..reads import log as do_log
+    from ..reads import history
 
     resource = resolve_resource(resource, key_)
-    records = [c.to_dict() for c in do_log(open_store(opts), resource)]
-    emit(opts, {"resource": resource, "records": records}, output.log_lines(records))
+    kept = history(open_store(opts), resource)
+    doc = kept.to_dict()
+    emit(opts, doc, output.log_lines(doc["records"], kept.start_text()))

@@ -155,9 +155,10 @@ def claim_detail(claim: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def log_lines(records: list[dict[str, Any]]) -> str:
-    """``log`` for people: one line per transition, oldest first."""
-    lines = []
+def log_lines(records: list[dict[str, Any]], start: str | None = None) -> str:
+    """``log`` for people: where the kept history starts (if it is not all there), then one
+    line per transition, oldest first."""
+    lines = [start] if start else []
     for doc in records:
         when = doc["released_at"] or doc["renewed_at"] or ""
         checkpoint = f"  checkpoint {escape(doc['checkpoint'])}" if doc["checkpoint"] else ""
