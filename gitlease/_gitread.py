@@ -117,7 +117,9 @@ def parse_for_each_ref(out: bytes) -> list[Snapshot]:
     pos = 0
     while pos < len(out):
         end = out.index(b"\n", pos)
-        ref, oid, kind, size = out[pos:end].decode("utf-8").split(" ")
+        # git allows any byte from 0x80 up in a ref name: one that is not UTF-8 keeps its
+        # bytes as lone surrogates, so that it can be reported (never a crash)
+        ref, oid, kind, size = out[pos:end].decode("utf-8", "surrogateescape").split(" ")
         start = end + 1
         stop = start + int(size)
         data = out[start:stop]
@@ -132,7 +134,7 @@ def parse_for_each_ref(out: bytes) -> list[Snapshot]:
 def broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:
     """Refs git reported as broken (and skipped) under ``pattern``: unreadable snapshots."""
     broken = []
-    for line in stderr.decode("utf-8", "replace").splitlines():
+    for line in stderr.decode("utf-8", "surrogateescape").splitlines():
         if "ignoring broken ref" in line:
             ref = line.rsplit(" ", 1)[-1]
             if ref == pattern or (pattern.endswith("/") and ref.startswith(pattern)):

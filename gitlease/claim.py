@@ -156,8 +156,9 @@ def judge(snap: Snapshot, now: Now, resource: str | None = None) -> Claim:
     if resource is None:
         try:
             resource = decode(snap.ref)
-        except UsageError:
-            resource = snap.ref
+        except UsageError:  # a hand-made ref (verify reports it as bad-ref-name)
+            problem = "the ref name is not one gitlease writes"
+            return Claim(snap.ref, snap.ref, "invalid", oid=snap.oid, problem=problem)
     if snap.oid is None:
         return Claim(resource, snap.ref, "free")
     try:

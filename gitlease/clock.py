@@ -8,21 +8,30 @@ expired. Wall-clock times are recorded only for people to read.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from functools import cache
 
+from . import _testing
 from .errors import UsageError
 from .value import Value
 
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
-#: Test-only: play another host on this machine (another boot id, a boot clock set far off),
-#: so that the tests of a remote store can run two "hosts" side by side. Never set otherwise.
-_TEST_BOOT_ID = os.environ.get("GITLEASE_TESTING_BOOT_ID")
-_OFFSET = (os.environ.get("GITLEASE_TESTING_BOOT_OFFSET_MS") or "0").strip()
-#: (Anything but a plain integer is ignored: an environment variable must never crash a command.)
-_TEST_BOOT_OFFSET_MS = int(_OFFSET) if re.fullmatch(r"-?[0-9]{1,18}", _OFFSET) else 0
+_TEST_BOOT_ID: str | None = None
+_TEST_BOOT_OFFSET_MS = 0
+
+
+def load_test_switches() -> None:
+    """Test-only: play another host on this machine (another boot id, a boot clock set far
+    off), so that the tests of a remote store can run two "hosts" side by side. Read at
+    import (and again by in-process test racers); honoured only inside gitlease's tests
+    (:mod:`gitlease._testing`)."""
+    global _TEST_BOOT_ID, _TEST_BOOT_OFFSET_MS
+    _TEST_BOOT_ID = _testing.switch("GITLEASE_TESTING_BOOT_ID") or None
+    offset = (_testing.switch("GITLEASE_TESTING_BOOT_OFFSET_MS") or "0").strip()
+    # (Anything but a plain integer is ignored: an environment variable must never crash.)
+    _TEST_BOOT_OFFSET_MS = int(offset) if re.fullmatch(r"-?[0-9]{1,18}", offset) else 0
+    boot_id.cache_clear()
 
 
 @cache
@@ -35,6 +44,9 @@ def boot_id() -> str:
             return f.read().strip()
     except OSError:  # not Linux: fall back to the boot time as seen now (to the second)
         return "boot-" + str(int(time.time() - _boot_seconds()))
+
+
+load_test_switches()
 
 
 def _boot_seconds() -> float:

@@ -35,7 +35,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from . import floors, guards
+from . import _testing, floors, guards
 from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ._gitread import (
     UNREADABLE_OID,
@@ -78,7 +78,7 @@ _OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _BACKGROUND: list[subprocess.Popen[bytes]] = []
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
-BROKEN_FOR_TESTS = os.environ.get(BREAK_ENV) == "yes-break-safety-for-tests"
+BROKEN_FOR_TESTS = _testing.switch(BREAK_ENV) == "yes-break-safety-for-tests"
 
 
 class Store:
@@ -258,7 +258,7 @@ class Store:
         if result.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
         snapshots = []
-        for line in result.stdout.decode("utf-8", "replace").splitlines():
+        for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
             ref, _, oid = line.partition(" ")
             data, problem = self.read_blob(oid)
             snapshots.append(Snapshot(ref, oid, data, problem))

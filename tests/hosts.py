@@ -17,13 +17,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import git, make_repo
+from conftest import TESTING, git, make_repo
 
 HOST_B_BOOT_ID = "b0000000-0000-4000-8000-00000000000b"
 HOST_B_OFFSET_MS = 7 * 86_400_000
 #: Host B's environment. Its own XDG_STATE_HOME too: what gitlease keeps per user there
 #: must not be shared between two hosts (host A uses the test run's, see conftest.py).
 HOST_B_ENV = {
+    **TESTING,  # (the switches count only with it)
     "GITLEASE_TESTING_BOOT_ID": HOST_B_BOOT_ID,
     "GITLEASE_TESTING_BOOT_OFFSET_MS": str(HOST_B_OFFSET_MS),
     "XDG_STATE_HOME": str(Path(os.environ["HOME"]) / "host-b" / "state"),

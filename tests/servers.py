@@ -198,7 +198,10 @@ def host_env(home: Path, index: int, ssh_command: str | None = None) -> dict[str
     if ssh_command is not None:
         env["GIT_SSH_COMMAND"] = ssh_command
     if index:
+        from conftest import TESTING  # (the switches count only with it)
+
         boot, offset = BOOTS[(index - 1) % len(BOOTS)]
+        env.update(TESTING)
         env["GITLEASE_TESTING_BOOT_ID"] = boot
         env["GITLEASE_TESTING_BOOT_OFFSET_MS"] = str(offset)
     return env

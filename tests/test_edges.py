@@ -581,14 +581,23 @@ def test_a_resource_over_512_bytes_is_usage_never_store(cli, repo: Path, resourc
     assert refs(repo) == ""
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 3: store layer (ref names read as UTF-8)")
 def test_a_ref_name_that_is_not_utf8_is_reported_not_a_crash(cli, repo: Path) -> None:
     """git allows any byte from 0x80 up in a ref name: a hand-made one must not crash."""
     oid = put(repo, ref_of("edge/ok"), forge("edge/ok"))
-    subprocess.run(["git", "update-ref", b"refs/worklease/\xff.lease", oid], cwd=repo, check=True)
-    for args in (["list"], ["verify"], ["free", R], ["acquire", R, "--no-bind"]):
+    store = f"--git-dir={store_path(repo)}"
+    subprocess.run(["git", store, "update-ref", b"refs/worklease/\xff.lease", oid], check=True)
+    for args in (["list"], ["list", "--json"], ["verify"], ["verify", "--json"], ["free", R],
+                 ["acquire", R, "--no-bind"]):  # fmt: skip
         got = cli(*args)
         no_crash(got)
+        assert not CONTROL.search(got.out + got.err), got
+    listed = cli("list", "--json").json["claims"]
+    assert [c["state"] for c in listed] == ["active", "active", "invalid"], listed
+    assert listed[2]["ref"] == "refs/worklease/\udcff.lease", "the byte, kept as a surrogate"
+    problems = cli("verify", "--json").json["problems"]
+    assert [(p["kind"], p["ref"]) for p in problems] == [
+        ("bad-ref-name", "refs/worklease/\udcff.lease")
+    ]
 
 
 def test_a_corrupt_record_is_reported_with_its_name_once(cli, repo: Path) -> None:
@@ -671,20 +680,40 @@ def test_exec_json_prints_one_json_document(cli) -> None:
 # ------------------------------------------------------------------ item 14: test switches
 
 
-@core(14, "test-only switches need a second explicit switch")
 def test_a_test_only_boot_offset_alone_is_ignored(cli, worktrees) -> None:
     a, b = worktrees
     env = {"GITLEASE_TESTING_BOOT_OFFSET_MS": "3600000000"}
-    assert cli("acquire", R, "--ttl", "1s", cwd=a, env=env).code == 0
+    took = cli("acquire", R, "--ttl", "1s", cwd=a, env=env)
+    assert took.code == 0 and "ignoring the test-only GITLEASE_TESTING_BOOT_OFFSET_MS" in took.err
     time.sleep(1.2)
     assert cli("acquire", R, cwd=b).code == 0, "a 1-second claim must not live 1000 hours"
 
 
-@core(14, "test-only switches need a second explicit switch")
-def test_a_test_only_boot_id_alone_is_ignored(cli) -> None:
+@pytest.mark.parametrize("gate", [None, "yes", "1"], ids=["no-gate", "yes", "one"])
+def test_a_test_only_boot_id_alone_is_ignored(cli, gate: str | None) -> None:
     assert cli("acquire", R).code == 0
-    got = cli("list", "--json", env={"GITLEASE_TESTING_BOOT_ID": "x"})
+    env = {"GITLEASE_TESTING_BOOT_ID": "x", **({"GITLEASE_TESTING": gate} if gate else {})}
+    got = cli("list", "--json", env=env)
     assert got.json["claims"][0]["state"] == "active", got
+    assert "WARNING" in got.err and "ignor" in got.err, got
+
+
+def test_with_the_explicit_test_switch_the_switches_count_and_every_command_warns(
+    cli, repo: Path
+) -> None:
+    from conftest import TESTING
+
+    assert cli("acquire", R).code == 0
+    other_host = {**TESTING, "GITLEASE_TESTING_BOOT_ID": "x"}
+    for args in (["list", "--json"], ["show", R, "--json"], ["free", "edge/9"]):
+        got = cli(*args, env=other_host)
+        assert got.code == 0, got
+        assert got.err.startswith("gitlease: WARNING: GITLEASE_TESTING is set"), got
+        assert "GITLEASE_TESTING_BOOT_ID" in got.err
+    assert cli("show", R, "--json", env=other_host).json["state"] == "expired", "it counted"
+    alone = cli("list", env=TESTING)
+    assert "WARNING: GITLEASE_TESTING is set" in alone.err, "even with no switch in force"
+    assert cli("list").err == "", "and nothing without it"
 
 
 def test_a_malformed_test_only_switch_never_crashes_a_command(cli) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import harness
 import pytest
-from conftest import store_git
+from conftest import BREAK_CAS, store_git
 
 SECONDS = 45
 
@@ -36,7 +36,7 @@ def test_the_checker_catches_a_broken_build(repo: Path, tmp_path: Path) -> None:
         clients=8,
         resources=2,
         ttl=1.0,
-        env={"GITLEASE_TESTING_BREAK_CAS": "yes-break-safety-for-tests"},
+        env=BREAK_CAS,
     )
     print(stats.summary())
     caught = sum(

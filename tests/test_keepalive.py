@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import git, run_cli, store_path
+from conftest import TESTING, git, run_cli, store_path
 from hosts import HOST_B_ENV, make_host, make_server
 
 from gitlease import _procs
@@ -220,7 +220,7 @@ def test_detached_without_token_or_test_switches(cli, repo) -> None:
         capture_output=True,
         text=True,
         timeout=30,
-        env={**os.environ, "GITLEASE_TESTING_BOOT_OFFSET_MS": "0"},
+        env={**os.environ, **TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": "0"},
     )
     assert piped.returncode == 0, piped
     doc = json.loads(piped.stdout)

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import harness
 import pytest
-from conftest import NEEDS_SHIM, git, run_cli, wall_clock_moved
+from conftest import BREAK_CAS, NEEDS_SHIM, TESTING, git, run_cli, wall_clock_moved
 from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
 from test_races import race
 
@@ -376,7 +376,7 @@ def test_the_checker_catches_a_broken_build_across_hosts(tmp_path: Path) -> None
             15,
             clients=8,
             resources=1,
-            env={"GITLEASE_TESTING_BREAK_CAS": "yes-break-safety-for-tests"},
+            env=BREAK_CAS,
         )
         caught = sum(
             len(stats.violations[p])
@@ -507,7 +507,7 @@ def test_a_claim_counts_only_on_the_clock_of_the_boot_that_took_it(hosts, tmp_pa
     receipt = tmp_path / "receipt.json"
     got = hosts.on_a("acquire", "r/carried", "--ttl", "1m", "--receipt", str(receipt))
     assert got.code == 0, got
-    rebooted = {"GITLEASE_TESTING_BOOT_ID": "a-after-a-reboot"}  # host A, booted again
+    rebooted = {**TESTING, "GITLEASE_TESTING_BOOT_ID": "a-after-a-reboot"}  # A, booted again
     out = hosts.on_a("check", "r/carried", "--receipt", str(receipt), "--json", env=rebooted)
     assert out.code == 4 and "before this host last booted" in out.json["error"]["message"], out
     assert hosts.on_a("heartbeat", "r/carried", "--receipt", str(receipt), env=rebooted).code == 4

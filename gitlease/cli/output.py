@@ -52,11 +52,13 @@ def error_line(error: GitleaseError) -> str:
     return f"gitlease: {error.code}: {escape(error.message)}"
 
 
-_JSON_RAW = re.compile(r"[\x7f-\x9f]")
+# DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those)
+_JSON_RAW = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
 
 
 def json_text(doc: Any) -> str:
-    """One JSON document; DEL and C1 controls as ``\\u`` escapes (the same JSON value)."""
+    """One JSON document; DEL, C1 controls and lone surrogates as ``\\u`` escapes (the same
+    JSON value, and always valid UTF-8)."""
     text = json.dumps(doc, indent=2, ensure_ascii=False)
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
