@@ -72,7 +72,7 @@ def heartbeat(
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
     new_ttl = request.resolve_ttl(ttl) if ttl is not None else None
     claims = core.renew_claims(store, rec, list(rec.claims), new_ttl)
-    return BundleResult(rec.bundle_id, claims, rec)
+    return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
 
 
 def release(
@@ -85,7 +85,7 @@ def release(
     """Release every member, optionally with a checkpoint."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
     claims = core.release_claims(store, rec, list(rec.claims), checkpoint)
-    return BundleResult(rec.bundle_id, claims, rec)
+    return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
 
 
 def check(
@@ -99,7 +99,8 @@ def check(
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
     need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
     store.refresh()
-    return BundleResult(rec.bundle_id, core.check_claims(store, rec, list(rec.claims), need), rec)
+    claims = core.check_claims(store, rec, list(rec.claims), need)
+    return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
 
 
 def show(
@@ -122,7 +123,7 @@ def show(
             judge(by_ref.get(c.ref, Snapshot(c.ref, None, None)), now, c.resource)
             for c in rec.claims
         ]
-        return rec.bundle_id, mark_kept(store, claims)
+        return rec.bundle_id, mark_kept(store, ownership.mark_bound(store, claims))
     members = [c for c in list_claims(store) if c.record and c.record.bundle_id == bundle_id]
     if not members:
         raise UsageError(f"no claim in the store carries bundle id {bundle_id}")

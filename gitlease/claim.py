@@ -46,7 +46,7 @@ class Claim(Value):
         "keepalive",
     )  # fmt: skip
     _defaults: ClassVar[dict[str, Any]] = {
-        "record": None, "oid": None, "problem": None, "expires_in_ms": None, "bound": False,
+        "record": None, "oid": None, "problem": None, "expires_in_ms": None, "bound": None,
         "keepalive": None,
     }  # fmt: skip
     resource: str
@@ -56,7 +56,7 @@ class Claim(Value):
     oid: str | None
     problem: str | None
     expires_in_ms: int | None
-    bound: bool
+    bound: bool | None  # whether this worktree is bound to it; None where a command did not look
     keepalive: Keeper | None  # the keepalive process renewing it, where a command looked
 
     @property

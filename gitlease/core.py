@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import TypeVar
 
 from . import guards as guards_mod
@@ -33,6 +33,7 @@ from .errors import (
     GitleaseError,
     HeldError,
     LostError,
+    StoreError,
 )
 from .receipts import ClaimRef, Receipt
 from .record import (
@@ -93,15 +94,15 @@ def acquire_claims(
     if request.receipt is not None:  # a path that must not be written: refused at once
         receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
     line = Line(store.git_dir, request.refs)
+    _check_bindings(store, request)  # likewise, before anything is written
 
     def attempt() -> tuple[list[Claim], Receipt]:
         _refuse_early(store, request, line)
         reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
         with guards(store, request.refs), reserve as held:
             written, rec = _take(store, request, held)
-        if _finish(store, request, rec):
-            written = [c.replace(bound=True) for c in written]
-        return written, rec
+        bound = _finish(store, request, rec)
+        return [c.replace(bound=bound) for c in written], rec
 
     return retry_until(
         request.wait_ms,
@@ -112,14 +113,74 @@ def acquire_claims(
     )
 
 
+def _binds(store: Store, request: AcquireRequest) -> bool:
+    return request.bind and store.location.worktree_git_dir is not None
+
+
+def _check_bindings(store: Store, request: AcquireRequest) -> None:
+    """Refuse a bindings directory that cannot be used before any claim is written (a
+    directory others can write is USAGE): a failure after the write must be undone."""
+    wt = store.location.worktree_git_dir
+    if _binds(store, request) and wt is not None:
+        receipts_mod.check_bindings_dir(wt)
+
+
 def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
-    """After the write: bind this worktree (True if it did), tidy old receipts."""
-    bound = request.bind and store.location.worktree_git_dir is not None
+    """After the write: bind this worktree (True if it did), tidy old receipts.
+
+    The claims are written by now, so no failure may leave them behind with an exit
+    code that says otherwise: if binding fails, they are released again and the
+    failure raised (AMBIGUOUS, naming them, if even that fails: :func:`undo_acquire`).
+    Tidying is housekeeping, and never fails an acquire.
+    """
+    bound = _binds(store, request)
     if bound:
-        ownership.bind_all(store, rec)
+        try:
+            ownership.bind_all(store, rec)
+        except BaseException as exc:
+            undo_acquire(store, rec, exc)
+            undone = _undone(exc)
+            if undone is exc:
+                raise
+            raise undone from exc
     if request.receipt is None:
-        ownership.tidy(rec)
+        with suppress(OSError, GitleaseError):
+            ownership.tidy(rec)
     return bound
+
+
+def undo_acquire(store: Store, rec: Receipt, cause: BaseException) -> None:
+    """Release the claims of ``rec``, just written, after ``cause`` failed what followed
+    the write (binding, a keepalive, the output): the caller then reports ``cause`` with
+    no claim left behind. If the release fails too, AMBIGUOUS naming every claim: they
+    stay active until they expire, and only the receipt can release them."""
+    try:
+        release_claims(store, rec, list(rec.claims), None)
+    except BaseException as exc:
+        ids = ", ".join(f"{c.claim_id} on {c.resource}" for c in rec.claims)
+        raise AmbiguousError(
+            f"the acquire failed after the claim was written ({_why(cause)}), and releasing "
+            f"it again failed too ({_why(exc)}): claim {ids} stays active until it expires. "
+            f"Release it with `gitlease {'bundle ' if rec.bundle_id else ''}release --receipt "
+            f"{rec.path}`"
+        ) from exc
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _undone(exc: BaseException) -> BaseException:
+    """``exc`` as reported once the claims it followed were released again."""
+    if isinstance(exc, GitleaseError):
+        undone = type(exc)(f"{exc.message}; the claim was released again")
+        undone.claim = exc.claim
+        return undone
+    if isinstance(exc, OSError):
+        return StoreError(f"{_why(exc)} after the claim was written; it was released again")
+    return exc
 
 
 def _judge_members(
@@ -293,14 +354,13 @@ def acquire_first_free(
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
         receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+    _check_bindings(store, request)  # likewise, before anything is written
     line = Line(store.git_dir, request.refs)
     skipped: dict[str, Claim] = {}
 
     def attempt() -> tuple[Claim, Receipt]:
         claim, rec = _take_first_free(store, request, line, skipped)
-        if _finish(store, request, rec):
-            claim = claim.replace(bound=True)
-        return claim, rec
+        return claim.replace(bound=_finish(store, request, rec)), rec
 
     claim, rec = retry_until(
         request.wait_ms, attempt, on_wait, line=line, longest_pause=store.wait_poll_seconds

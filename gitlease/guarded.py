@@ -16,8 +16,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import core, guards, ownership
 from ._files import atomic_write
@@ -28,6 +29,7 @@ from .lease import acquire
 from .receipts import ClaimRef, Receipt
 from .record import COORDINATION_ONLY
 from .store import BREAK_ENV, Store
+from .value import Value
 
 POLL_SECONDS = 1.0
 GRACE_SECONDS = 5.0
@@ -51,6 +53,19 @@ def _own_receipt(
     return rec, claim_ref
 
 
+class Executed(Value):
+    """What ``exec`` did: the command's exit status, and the claim as it stands afterwards
+    (released again when exec acquired it, else still the caller's)."""
+
+    __slots__ = ("exit", "claim")
+    exit: int
+    claim: Claim
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"claim": claim, "exit": N}`` (docs/reference/json.md)."""
+        return {"claim": self.claim.to_dict(), "exit": self.exit}
+
+
 def run_guarded(
     store: Store,
     command: Sequence[str],
@@ -68,6 +83,36 @@ def run_guarded(
     Uses the caller's own active claim when its receipt is here (the claim stays
     held afterwards); otherwise acquires one and releases it when the command ends.
     """
+    return execute(
+        store,
+        command,
+        resource,
+        receipt=receipt,
+        ttl=ttl,
+        coordination_only=coordination_only,
+        owner=owner,
+        note=note,
+        grace=grace,
+    ).exit
+
+
+def execute(
+    store: Store,
+    command: Sequence[str],
+    resource: str | None = None,
+    *,
+    receipt: str | os.PathLike[str] | None = None,
+    ttl: str | int | None = None,
+    coordination_only: bool = False,
+    owner: str | None = None,
+    note: str | None = None,
+    grace: float = GRACE_SECONDS,
+    stdout: int | None = None,
+    on_start: Callable[[Claim], None] | None = None,
+) -> Executed:
+    """:func:`run_guarded`, telling the claim too. ``stdout``: a descriptor for the command's
+    stdout (default: exec's own); ``on_start`` is called with the claim just before the
+    command starts."""
     if not command:
         raise UsageError("give the command to run after --")
     owned = _own_receipt(store, resource, receipt)
@@ -87,15 +132,17 @@ def run_guarded(
         with store.guard(claim_ref.ref):
             claim = core.check_claims(store, rec, [claim_ref], 0)[0]
             env = _child_env(store, claim, guards.delegation(store.guard_path(claim_ref.ref)))
-            code = _supervise(store, rec, claim_ref, claim, command, env, grace)
+            if on_start is not None:
+                on_start(claim)
+            code, claim = _supervise(store, rec, claim_ref, claim, command, env, grace, stdout)
     except BaseException:
         if acquired:
             with contextlib.suppress(GitleaseError):
                 core.release_claims(store, rec, [claim_ref], None)
         raise
     if acquired:
-        core.release_claims(store, rec, [claim_ref], None)
-    return code
+        claim = core.release_claims(store, rec, [claim_ref], None)[0]
+    return Executed(code, ownership.mark_bound(store, [claim])[0])
 
 
 def _child_env(store: Store, claim: Claim, delegation: str) -> dict[str, str]:
@@ -122,11 +169,17 @@ def _supervise(
     command: Sequence[str],
     env: dict[str, str],
     grace: float,
-) -> int:
+    stdout: int | None,
+) -> tuple[int, Claim]:
+    """Run the command, renewing the claim; (its exit status, the claim last read)."""
     assert claim.record is not None
     try:
         child = subprocess.Popen(
-            list(command), env=env, start_new_session=True, preexec_fn=_die_with_parent
+            list(command),
+            env=env,
+            stdout=stdout,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     except OSError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
@@ -144,7 +197,7 @@ def _supervise(
         while True:
             try:
                 code = child.wait(timeout=min(POLL_SECONDS, beat_every))
-                return code if code >= 0 else 128 - code
+                return (code if code >= 0 else 128 - code), claim
             except subprocess.TimeoutExpired:
                 pass
             try:

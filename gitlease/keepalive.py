@@ -164,12 +164,12 @@ def keep_acquired(
     store: Store, rec: Receipt, watched: Proc, max_duration: str | int | None = None
 ) -> Keeper:
     """Keep a claim just acquired alive (``acquire --keepalive``); if that fails, release
-    it again and raise: the caller gets a kept claim or none."""
+    it again and raise: the caller gets a kept claim or none (AMBIGUOUS, naming the claim,
+    if it cannot even be released: :func:`~gitlease.core.undo_acquire`)."""
     try:
         keeper, _ = start(store, rec, list(rec.claims), watched, max_ms(max_duration))
     except BaseException as exc:
-        with contextlib.suppress(GitleaseError):
-            core.release_claims(store, rec, list(rec.claims), None)
+        core.undo_acquire(store, rec, exc)
         if isinstance(exc, GitleaseError):
             raise type(exc)(f"{exc.message}. The claim was released again") from exc
         raise

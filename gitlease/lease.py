@@ -98,7 +98,7 @@ def heartbeat(
     new_ttl = request.resolve_ttl(ttl) if ttl is not None else None
     store.prepare_write()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return core.renew_claims(store, rec, [claim_ref], new_ttl)[0]
+    return ownership.mark_bound(store, core.renew_claims(store, rec, [claim_ref], new_ttl))[0]
 
 
 def release(
@@ -111,7 +111,7 @@ def release(
     """Write the tombstone; idempotent for the caller's own released claim."""
     store.prepare_write()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return core.release_claims(store, rec, [claim_ref], checkpoint)[0]
+    return ownership.mark_bound(store, core.release_claims(store, rec, [claim_ref], checkpoint))[0]
 
 
 def check(
@@ -125,7 +125,7 @@ def check(
     need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
     store.refresh()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return core.check_claims(store, rec, [claim_ref], need)[0]
+    return ownership.mark_bound(store, core.check_claims(store, rec, [claim_ref], need))[0]
 
 
 def bind(store: Store, resource: str, receipt: Receipted = None) -> Claim:

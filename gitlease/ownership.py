@@ -232,6 +232,16 @@ def default_receipt_path(store: Store, ref: str, claim_id: str, bundle_id: str |
     return receipts_mod.default_path(directory, ref, claim_id)
 
 
+def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
+    """The claims, with ``bound`` set: True on those this worktree is bound to, False on
+    the others (a command that did not look leaves it None: unknown, never a wrong value)."""
+    wt = store.location.worktree_git_dir
+    bound = set()
+    if wt is not None:
+        bound = {(b.ref, b.claim_id) for b in receipts_mod.bindings(wt) if isinstance(b, Binding)}
+    return [c.replace(bound=bool(c.record and (c.ref, c.record.claim_id) in bound)) for c in claims]
+
+
 def bind_all(store: Store, rec: Receipt) -> None:
     """Bind this worktree to every claim of ``rec`` (the commit hooks check them)."""
     wt = store.location.worktree_git_dir

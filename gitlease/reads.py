@@ -12,11 +12,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from . import keepers
-from . import receipts as receipts_mod
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, judge
 from .clock import Now
-from .receipts import Binding
+from .ownership import mark_bound
 from .refname import encode, validate_resource
 from .store import Store
 from .value import Value
@@ -157,20 +156,6 @@ def _historic(claim: Claim, successor: Claim | None) -> Claim:
         return claim
     same = successor.record is not None and successor.record.claim_id == claim.record.claim_id
     return claim.replace(state="active" if same else "expired", expires_in_ms=None)
-
-
-def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
-    """The claims, with ``bound`` set on those this worktree is bound to."""
-    wt = store.location.worktree_git_dir
-    if wt is None:
-        return claims
-    bound = {(b.ref, b.claim_id) for b in receipts_mod.bindings(wt) if isinstance(b, Binding)}
-    if not bound:
-        return claims
-    return [
-        c.replace(bound=True) if c.record and (c.ref, c.record.claim_id) in bound else c
-        for c in claims
-    ]
 
 
 def mark_kept(store: Store, claims: list[Claim]) -> list[Claim]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ._files import flock_polling
+from ._files import atomic_write, flock_polling
 from .errors import HeldError, ReceiptError, StoreError, UsageError
 from .value import Value
 
@@ -512,13 +512,22 @@ def bindings_dir(worktree_git_dir: Path) -> Path:
     return worktree_git_dir / "worklease" / "bindings"
 
 
+def check_bindings_dir(worktree_git_dir: Path) -> None:
+    """Make the worktree's bindings directory if it is missing, and refuse one that others
+    could change (USAGE, :func:`check_directory`): checked before a claim is written."""
+    _private_dir(bindings_dir(worktree_git_dir), "bindings directory")
+
+
 def bind(worktree_git_dir: Path, binding: Binding) -> Path:
+    """Write the binding (STORE if it cannot be written: a full disk, say)."""
     directory = bindings_dir(worktree_git_dir)
     _private_dir(directory, "bindings directory")
     path = directory / f"{resource_key(binding.ref)}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(binding.as_dict(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    data = (json.dumps(binding.as_dict(), indent=2) + "\n").encode("utf-8")
+    try:
+        atomic_write(path, data, durable=False)  # no secret in it; mode 0600 all the same
+    except OSError as exc:
+        raise StoreError(f"cannot write the binding {path}: {exc.strerror or exc}") from None
     return path
 
 

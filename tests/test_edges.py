@@ -255,61 +255,141 @@ def test_acquires_racing_on_one_receipt_path_have_one_winner(cli, repo: Path) ->
 # ------------------------------------------------------------------ item 2: after the write
 
 
-def _says_the_truth(cli, got, resource: str) -> None:
-    """An exit code that agrees with the store: 0 with the claim held, AMBIGUOUS naming the
-    claim, or a failure with the claim undone; never USAGE or ERROR with a live claim."""
-    now = cli("show", resource, "--json").json
+def _says_the_truth(cli, got, resources: list[str]) -> str:
+    """An exit code that agrees with the store: 0 with the claims held, AMBIGUOUS naming
+    each claim, or a failure with every claim undone; never USAGE or ERROR with a live
+    claim. Which of the three it was."""
+    now = [cli("show", r, "--json").json for r in resources]
     if got.code == 0:
-        return
+        assert all(doc["state"] == "active" for doc in now), (got, now)
+        return "held"
     if got.code == 5:
-        assert now["claim_id"] and now["claim_id"] in got.out + got.err, got
-        return
-    assert now["state"] != "active", f"exit {got.code} while the claim is active: {got}"
+        assert all(doc["claim_id"] and doc["claim_id"] in got.out + got.err for doc in now), got
+        return "ambiguous"
+    for doc in now:
+        assert doc["state"] != "active", f"exit {got.code} while the claim is active: {got}"
+    return "undone"
 
 
-@core(2, "undo or AMBIGUOUS after the claim was written")
-def test_a_shared_bindings_directory_never_leaves_a_live_claim_behind_exit_2(
-    cli, repo: Path
+ACQUIRES = {"acquire": ["acquire", R], "bundle acquire": ["bundle", "acquire", "edge/b1", R]}
+
+
+def _members(args: list[str]) -> list[str]:
+    return args[2:] if args[0] == "bundle" else args[1:]
+
+
+@pytest.mark.parametrize("verb", ACQUIRES)
+def test_a_shared_bindings_directory_is_refused_before_the_claim_is_written(
+    cli, repo: Path, verb: str
 ) -> None:
     bindings = repo / ".git" / "worklease" / "bindings"
     bindings.mkdir(parents=True)
     bindings.chmod(0o777)
-    _says_the_truth(cli, cli("acquire", R, "--json"), R)
+    got = cli(*ACQUIRES[verb], "--json")
+    assert got.code == 2 and "others can write" in got.json["error"]["message"], got
+    assert _says_the_truth(cli, got, _members(ACQUIRES[verb])) == "undone"
+    assert refs(repo) == "", "refused before anything was written"
+    assert list(bindings.iterdir()) == []
+
+
+def _full(directory: Path) -> contextlib.AbstractContextManager[None]:
+    """``directory`` on a private 64 KiB tmpfs, filled up: only that disk is full."""
+
+    @contextlib.contextmanager
+    def mounted():
+        directory.mkdir(parents=True, exist_ok=True)
+        options = "size=64k,mode=0700"
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)],
+                       check=True)  # fmt: skip
+        try:
+            with contextlib.suppress(OSError), open(directory / "filler", "wb") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+            yield
+        finally:
+            subprocess.run(["umount", "-l", str(directory)], check=False)
+
+    return mounted()
 
 
 @root_only
-@core(2, "undo or AMBIGUOUS after the claim was written")
-def test_a_full_disk_under_the_bindings_never_leaves_a_live_claim_behind_exit_1(
-    cli, repo: Path
-) -> None:
-    bindings = repo / ".git" / "worklease" / "bindings"
-    bindings.mkdir(parents=True)
-    options = "size=64k,mode=0700"  # private: only the disk is full
-    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(bindings)], check=True)
-    try:
-        with contextlib.suppress(OSError), open(bindings / "filler", "wb") as f:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-        _says_the_truth(cli, cli("acquire", R, "--json"), R)
-    finally:
-        subprocess.run(["umount", "-l", str(bindings)], check=False)
+@pytest.mark.parametrize("verb", ACQUIRES)
+def test_a_full_disk_under_the_bindings_undoes_the_claim(cli, repo: Path, verb: str) -> None:
+    with _full(repo / ".git" / "worklease" / "bindings"):
+        got = cli(*ACQUIRES[verb], "--json")
+        assert got.code == 7 and "released again" in got.json["error"]["message"], got
+        assert _says_the_truth(cli, got, _members(ACQUIRES[verb])) == "undone"
+    assert cli(*ACQUIRES[verb]).code == 0, "and the resources can be taken at once"
 
 
-@core(2, "undo or AMBIGUOUS after the claim was written")
-def test_a_closed_stdout_never_leaves_a_live_claim_behind_exit_1(cli, repo: Path) -> None:
-    """``gitlease acquire R --json | true``, made deterministic: the reader is gone first."""
+def _with_stdout_closed(repo: Path, args: list[str]) -> types.SimpleNamespace:
+    """``gitlease ARGS | true``, made deterministic: the reader is gone first."""
     reader, writer = os.pipe()
     os.close(reader)
     proc = subprocess.run(
-        [sys.executable, "-m", "gitlease", "acquire", R, "--json"],
+        [sys.executable, "-m", "gitlease", *args],
         cwd=repo,
         stdout=writer,
         stderr=subprocess.PIPE,
         text=True,
     )
     os.close(writer)
-    _says_the_truth(cli, types.SimpleNamespace(code=proc.returncode, out="", err=proc.stderr), R)
+    return types.SimpleNamespace(code=proc.returncode, out="", err=proc.stderr)
+
+
+@pytest.mark.parametrize("json_", [["--json"], []], ids=["json", "text"])
+@pytest.mark.parametrize("verb", ACQUIRES)
+def test_a_closed_stdout_undoes_the_claim_and_exits_141(
+    cli, repo: Path, verb: str, json_: list[str]
+) -> None:
+    got = _with_stdout_closed(repo, [*ACQUIRES[verb], *json_])
+    assert got.code == 141, got  # as a process killed by SIGPIPE
+    assert "released again" in got.err and "Exception ignored" not in got.err, got
+    assert _says_the_truth(cli, got, _members(ACQUIRES[verb])) == "undone"
+    assert cli(*ACQUIRES[verb]).code == 0
+
+
+def test_a_closed_stdout_after_a_keepalive_started_stops_it_too(cli, repo: Path) -> None:
+    got = _with_stdout_closed(repo, ["acquire", R, "--keepalive"])  # it would watch pytest
+    assert got.code == 141 and _says_the_truth(cli, got, [R]) == "undone", got
+    assert cli("show", R, "--json").json["keepalive"] is None
+
+
+def test_a_closed_stdout_whose_undo_fails_too_is_ambiguous_naming_the_claim(
+    cli, repo: Path
+) -> None:
+    """The claim cannot be released again (here: every release fails as on a full disk):
+    exit 5, and the message names the claim and how to release it."""
+    script = (
+        "import sys\n"
+        "from gitlease import core\n"
+        "def failing(*args, **kwargs):\n"
+        "    raise OSError(28, 'No space left on device')\n"
+        "core.release_claims = failing\n"
+        "from gitlease.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    reader, writer = os.pipe()
+    os.close(reader)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "acquire", R, "--json"],
+        cwd=repo, stdout=writer, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(writer)
+    got = types.SimpleNamespace(code=proc.returncode, out="", err=proc.stderr)
+    assert got.code == 5, got
+    assert _says_the_truth(cli, got, [R]) == "ambiguous"
+    assert "No space left on device" in got.err and "release --receipt" in got.err, got
+
+
+def test_other_commands_with_a_closed_stdout_exit_141_without_noise(cli, repo: Path) -> None:
+    assert cli("acquire", R).code == 0
+    for args in (["show", R, "--json"], ["list"], ["heartbeat", R]):
+        got = _with_stdout_closed(repo, args)
+        assert got.code == 141, (args, got)
+        assert "Exception ignored" not in got.err and "Traceback" not in got.err, got
+    assert state(cli, R) == "active", "a heartbeat that could not answer still renewed"
 
 
 # ------------------------------------------------------------------ item 3: total parsing
@@ -637,7 +717,6 @@ def test_free_does_not_offer_a_resource_whose_guard_is_held(cli, repo: Path) -> 
 # ------------------------------------------------------------------ item 12: every output
 
 
-@core(12, "--coordination-only stated in every output")
 def test_coordination_only_is_stated_by_heartbeat_check_and_release(cli) -> None:
     assert cli("acquire", R, "--coordination-only").code == 0
     for args in (["heartbeat", R], ["check", R], ["release", R]):
@@ -645,13 +724,11 @@ def test_coordination_only_is_stated_by_heartbeat_check_and_release(cli) -> None
         assert got.code == 0 and "coordination only" in got.out, (args, got)
 
 
-@core(12, "--coordination-only stated in every output")
 def test_coordination_only_is_stated_by_exec(cli) -> None:
     got = cli("exec", R, "--coordination-only", "--", "true")
     assert got.code == 0 and "coordination only" in got.out + got.err, got
 
 
-@core(12, "--coordination-only stated in every output")
 def test_coordination_only_is_stated_by_bundle_commands(cli) -> None:
     for args in (
         ["bundle", "acquire", "b/1", "b/2", "--coordination-only"],
@@ -663,14 +740,60 @@ def test_coordination_only_is_stated_by_bundle_commands(cli) -> None:
         assert got.code == 0 and "coordination only" in got.out, (args, got)
 
 
-@core(12, "check --json reports the binding")
+def test_coordination_only_is_stated_in_json_by_every_command(cli) -> None:
+    sentence = cli("acquire", R, "--coordination-only", "--json").json["guarantee"]
+    assert sentence.startswith("coordination only")
+    for args in (["heartbeat", R], ["check", R], ["release", R]):
+        doc = cli(*args, "--json").json
+        assert (doc["mode"], doc["guarantee"]) == ("coordination-only", sentence), (args, doc)
+    done = cli("exec", "edge/x", "--coordination-only", "--json", "--", "true").json
+    assert done["claim"]["guarantee"] == sentence
+    docs = cli("bundle", "acquire", "b/1", "b/2", "--coordination-only", "--json").json
+    assert {c["guarantee"] for c in docs["claims"]} == {sentence}
+
+
+def test_a_guarded_claim_says_nothing_about_coordination(cli) -> None:
+    for args in (["acquire", R], ["heartbeat", R], ["check", R], ["exec", R, "--", "true"],
+                 ["release", R]):  # fmt: skip
+        got = cli(*args)
+        assert got.code == 0 and "coordination" not in got.out + got.err, (args, got)
+
+
 def test_check_json_says_a_bound_claim_is_bound(cli) -> None:
     assert cli("acquire", R, "--json").json["bound"] is True
     assert cli("show", R, "--json").json["bound"] is True
     assert cli("check", R, "--json").json["bound"] is True
 
 
-@core(12, "exec --json prints one JSON document")
+def test_every_command_that_looks_says_bound_truly_and_the_others_say_null(cli) -> None:
+    assert cli("acquire", R, "--json").json["bound"] is True
+    assert cli("heartbeat", R, "--json").json["bound"] is True
+    assert cli("acquire", "edge/2", "--no-bind", "--json").json["bound"] is False
+    assert cli("check", "edge/2", "--json").json["bound"] is False
+    assert [c["bound"] for c in cli("list", "--json").json["claims"]] == [True, False]
+    bundle = cli("bundle", "acquire", "b/1", "b/2", "--json").json
+    assert [c["bound"] for c in bundle["claims"]] == [True, True]
+    assert [c["bound"] for c in cli("bundle", "check", "--json").json["claims"]] == [True, True]
+    assert cli("release", R, "--json").json["bound"] is False, "release unbinds"
+    assert {c["bound"] for c in cli("log", R, "--json").json["records"]} == {None}, "not looked"
+    held = cli("acquire", "edge/2", "--json").json["error"]["claim"]
+    assert held["bound"] is None, "an error's claim: not looked"
+
+
+def test_exec_json_sends_the_commands_stdout_to_stderr(cli) -> None:
+    got = cli("exec", R, "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert got.code == 3, got
+    doc = json.loads(got.out)
+    assert doc["exit"] == 3 and doc["claim"]["state"] == "released", "exec acquired it"
+    assert got.err.split() == ["out", "err"], got
+    assert cli("acquire", R).code == 0
+    kept = cli("exec", R, "--json", "--", "true")
+    assert kept.code == 0 and kept.json["claim"]["state"] == "active", "the caller's own"
+    assert kept.json["claim"]["bound"] is True
+    lost = cli("exec", "edge/2", "--json", "--", "true", env={"GITLEASE_TESTING_X": "1"})
+    assert lost.code == 0 and json.loads(lost.out)["exit"] == 0, "a warning stays on stderr"
+
+
 def test_exec_json_prints_one_json_document(cli) -> None:
     got = cli("exec", R, "--json", "--", "true")
     assert got.code == 0, got

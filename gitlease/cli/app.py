@@ -3,6 +3,7 @@ become exit codes (docs/reference/exit-codes.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -128,12 +129,46 @@ def open_store(opts: Options) -> Any:
     return open_location(opts.store, remote=opts.remote)
 
 
+#: The exit status of a command whose stdout was closed before it could answer (as a
+#: process killed by SIGPIPE has: 128 + 13).
+BROKEN_PIPE_EXIT = 141
+
+
+class OutputFailed(Exception):
+    """stdout could not be written (a closed pipe, a full disk). Deliberately not an
+    ``OSError``: click would catch that itself and exit 1."""
+
+    def __init__(self, error: OSError, note: str = "") -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.note = note
+
+
 def emit(opts: Options, doc: Any, text: str | None) -> None:
-    """Print ``doc`` as JSON with ``--json``, else ``text`` for people."""
-    if opts.json:
-        output.print_json(doc)
-    elif text:
-        click.echo(output.safe_text(text))
+    """Print ``doc`` as JSON with ``--json``, else ``text`` for people (flushed, so that a
+    closed stdout is known here: :class:`OutputFailed`)."""
+    try:
+        if opts.json:
+            output.print_json(doc)
+        elif text:
+            click.echo(output.safe_text(text))
+        sys.stdout.flush()
+    except OSError as exc:
+        raise OutputFailed(exc) from None
+
+
+def emit_taken(
+    opts: Options, doc: Any, text: str | None, undo: Callable[[BaseException], None]
+) -> None:
+    """:func:`emit` for a command that has just taken claims (``acquire``, ``bundle
+    acquire``): if the answer cannot be written, ``undo`` releases them again first, so
+    that no exit code but 0 leaves a claim behind (AMBIGUOUS, naming them, if even that
+    fails). See docs/reference/exit-codes.md."""
+    try:
+        emit(opts, doc, text)
+    except OutputFailed as exc:
+        undo(exc.error)
+        raise OutputFailed(exc.error, "; the claim was released again") from None
 
 
 def read_items(items: tuple[str, ...]) -> list[str]:
@@ -222,8 +257,10 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("gitlease: interrupted", err=True)
         return 130
-    except BrokenPipeError:
-        return 1
+    except OutputFailed as exc:
+        return _output_failed(exc)
+    except BrokenPipeError as exc:  # a write outside emit (click's own help, say)
+        return _output_failed(OutputFailed(exc))
     except Exception as exc:  # a bug: message, no traceback unless --debug
         if _given(opts, args, "debug"):
             traceback.print_exc()
@@ -283,15 +320,44 @@ def _value_options(command: click.Command) -> set[str]:
     }
 
 
+def _output_failed(exc: OutputFailed) -> int:
+    """A closed stdout: 141 (as SIGPIPE would end the process), another write error 1."""
+    _silence_stdout()
+    _say(f"gitlease: the output could not be written ({exc.error.strerror or exc.error}){exc.note}")
+    return BROKEN_PIPE_EXIT if isinstance(exc.error, BrokenPipeError) else 1
+
+
+def _silence_stdout() -> None:
+    """Point a stdout that cannot be written at /dev/null, so that the interpreter's last
+    flush does not fail again (and change the exit status to 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file (a test's StringIO): nothing will flush it at exit
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if stderr can still be written."""
+    with contextlib.suppress(OSError):
+        click.echo(output.safe_text(line), err=True)
+
+
 def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:
     if wants_json:
-        output.print_json(output.error_document(error))
+        try:
+            output.print_json(output.error_document(error))
+            sys.stdout.flush()
+        except OSError:  # stdout is closed: the error goes to stderr instead
+            _silence_stdout()
+            _say(output.error_line(error))
     elif usage is not None:
         shown = io.StringIO()
         usage.show(file=shown)
         sys.stderr.write(output.safe_text(shown.getvalue()))
     else:
-        click.echo(output.error_line(error), err=True)
+        _say(output.error_line(error))
     return error.exit_code
 
 

@@ -7,7 +7,18 @@ from typing import Any
 
 import click
 
-from .app import Options, acquire_options, cli, command, emit, open_store, shared_options
+from ..claim import GUARANTEES
+from ..record import COORDINATION_ONLY
+from .app import (
+    Options,
+    acquire_options,
+    cli,
+    command,
+    emit,
+    emit_taken,
+    open_store,
+    shared_options,
+)
 from .hooks import commit_check_warning
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
@@ -22,6 +33,9 @@ def bundle() -> None:
 def _text(verb: str, result_id: str | None, claims: list[Any]) -> str:
     lines = [f"{verb} bundle {result_id}"]
     lines += [f"  {c.describe()}" for c in claims]
+    modes = {c.record.mode for c in claims if c.record is not None}
+    if COORDINATION_ONLY in modes:  # every output about such a claim says so
+        lines.append(GUARANTEES[COORDINATION_ONLY])
     return "\n".join(lines)
 
 
@@ -49,6 +63,7 @@ def acquire(
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
     from .. import bundle as B
+    from ..core import undo_acquire
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)
@@ -69,7 +84,7 @@ def acquire(
         for claim in doc["claims"]:
             claim["keepalive"] = keeper.to_dict()
         text += "\n" + keeper.describe()
-    emit(opts, doc, text)
+    emit_taken(opts, doc, text, undo=lambda why: undo_acquire(store, result.receipt, why))
 
 
 @command(bundle, "keepalive")

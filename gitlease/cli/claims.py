@@ -20,6 +20,7 @@ from .app import (
     cli,
     command,
     emit,
+    emit_taken,
     open_store,
     read_items,
     resolve_resource,
@@ -119,6 +120,8 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
+    from ..core import undo_acquire
+
     if first_free:
         candidates = _candidates(read_items(resources), key_)
     elif len(resources) != 1:
@@ -162,7 +165,7 @@ def acquire(
         keeper = keep_acquired(store, result.receipt, watched)
         doc["keepalive"] = keeper.to_dict()
         text += "\n" + keeper.describe()
-    emit(opts, doc, text)
+    emit_taken(opts, doc, text, undo=lambda why: undo_acquire(store, result.receipt, why))
 
 
 def _candidates(items: list[str], key_: str | None) -> list[str]:
@@ -235,7 +238,8 @@ def heartbeat(
     claim = do_heartbeat(
         open_store(opts), resolve_resource(resource, key_), ttl=ttl, receipt=receipt
     )
-    emit(opts, claim.to_dict(), f"renewed {claim.describe()}")
+    doc = claim.to_dict()
+    emit(opts, doc, f"renewed {claim.describe()}" + _mode_note(doc))
 
 
 @_owned("release", "Release your claim, optionally with a checkpoint (where progress was written).")
@@ -252,7 +256,8 @@ def release(
     claim = do_release(
         open_store(opts), resolve_resource(resource, key_), checkpoint=checkpoint, receipt=receipt
     )
-    emit(opts, claim.to_dict(), f"released {claim.describe()}")
+    doc = claim.to_dict()
+    emit(opts, doc, f"released {claim.describe()}" + _mode_note(doc))
 
 
 @_owned("check", "Exit 0 if you still hold the claim (with --min-remaining left), else 4 (LOST).")
@@ -272,7 +277,8 @@ def check(
         min_remaining=min_remaining,
         receipt=receipt,
     )
-    emit(opts, claim.to_dict(), f"held: {claim.describe()}")
+    doc = claim.to_dict()
+    emit(opts, doc, f"held: {claim.describe()}" + _mode_note(doc))
 
 
 @command(cli, "show")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from typing import Any
 
 import click
 
+from ..claim import GUARANTEES
 from ..errors import UsageError
+from ..record import COORDINATION_ONLY
+from . import output
 from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
 
 
@@ -32,9 +37,10 @@ def exec_(
 
     Uses your active claim if its receipt is here (it stays held), else acquires one and
     releases it when CMD ends. Heartbeats at a third of the TTL; if ownership is lost, stops
-    CMD's process group and exits 4. Otherwise exits with CMD's status.
+    CMD's process group and exits 4. Otherwise exits with CMD's status. With --json, CMD's
+    stdout goes to stderr and stdout gets one document: {"claim": ..., "exit": N}.
     """
-    from ..guarded import run_guarded
+    from ..guarded import execute
 
     if "--" not in opts.argv:
         raise UsageError("put the command after --: gitlease exec RESOURCE -- CMD ARGS...")
@@ -45,7 +51,7 @@ def exec_(
     resource = resolve_resource(before[0], key_) if before else None
     if resource is None and receipt is None:
         raise UsageError("name a RESOURCE or pass --receipt")
-    return run_guarded(
+    done = execute(
         open_store(opts),
         cmd,
         resource,
@@ -54,7 +60,21 @@ def exec_(
         coordination_only=coordination_only,
         owner=owner,
         note=note,
+        stdout=sys.stderr.fileno() if opts.json else None,  # stdout is for the one document
+        on_start=None if opts.json else _say_mode,
     )
+    if opts.json:
+        emit(opts, done.to_dict(), None)
+    return done.exit
+
+
+def _say_mode(claim: Any) -> None:
+    """Before the command's own output: a coordination-only claim says so (on stderr,
+    since stdout is the command's)."""
+    if claim.record is not None and claim.record.mode == COORDINATION_ONLY:
+        said = f"gitlease: exec under {claim.describe()}\n{GUARANTEES[COORDINATION_ONLY]}"
+        with contextlib.suppress(OSError):
+            click.echo(output.safe_text(said), err=True)
 
 
 @command(cli, "replace-file")

@@ -65,6 +65,7 @@ def json_text(doc: Any) -> str:
 
 def print_json(doc: Any) -> None:
     sys.stdout.write(json_text(doc) + "\n")
+    sys.stdout.flush()
 
 
 def relative(claim: dict[str, Any]) -> str:
