@@ -119,6 +119,29 @@ def flock_polling(fd: int, deadline: float) -> bool:
             delay = min(delay * 2, 0.05)
 
 
+def flock_taken(path: Path) -> bool:
+    """Whether another process (or another thread here) holds the ``flock`` on ``path`` now.
+
+    A probe that never blocks and never creates the file: a read that must not write
+    (``free``) uses it. A file that is missing or cannot be opened is not locked.
+    """
+    if str(path) in _HELD.__dict__.get("fds", {}):
+        return False  # this thread's own lock
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (drops the probe's lock, if it got one)
+    return False
+
+
 @contextmanager
 def flocked(path: Path, *, wait: float | None, busy: Callable[[], GitleaseError]) -> Iterator[int]:
     """Hold an exclusive ``flock`` on the file ``path``; yields its descriptor.

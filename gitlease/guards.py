@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._files import flocked
+from ._files import flock_taken, flocked
 from ._files import remove_unheld as _remove_unheld
 from .errors import HeldError
 
@@ -68,6 +68,14 @@ def hold(path: Path, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[
 
     with flocked(path, wait=wait, busy=busy) as fd:
         yield fd
+
+
+def busy(path: Path) -> bool:
+    """Whether another process holds the guard at ``path`` now (an ``exec`` or a
+    ``replace-file`` running on the resource, or a decision being made): a caller would
+    wait for it and then be told HELD. A guard lent to this process is not busy for it:
+    its own calls work under it (see the module's docstring)."""
+    return flock_taken(path) and not held_by_ancestor(path)
 
 
 def delegation(path: Path) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import keepers
+from . import guards, keepers
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, judge
 from .clock import Now
@@ -50,7 +50,9 @@ def list_claims(
 
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     """Of the given resources, those that could be acquired now: never an invalid one, nor
-    one that callers on this host wait for (they get it first, docs/concepts.md)."""
+    one that callers on this host wait for (they get it first, docs/concepts.md), nor one
+    whose guard another process holds (a running ``exec`` or ``replace-file``, which
+    ``acquire`` would wait for and then answer HELD)."""
     wanted = [validate_resource(r) for r in resources]
     if wanted:
         store.refresh()
@@ -63,10 +65,12 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
             continue
         seen.add(ref)
         claim = judge(by_ref.get(ref, Snapshot(ref, None, None)), now, resource)
-        if claim.state in ("free", "released", "expired"):
+        if claim.state in ("free", "released", "expired") and not guards.busy(
+            store.guard_path(ref)
+        ):
             out.append(claim)
     waiting = waiting_for(store.git_dir, [c.ref for c in out]) if out else {}
-    return [c for c in out if not waiting.get(c.ref)]
+    return mark_bound(store, [c for c in out if not waiting.get(c.ref)])
 
 
 class History(Value):

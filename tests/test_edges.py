@@ -692,7 +692,6 @@ def test_a_corrupt_record_is_reported_with_its_name_once(cli, repo: Path) -> Non
 # ------------------------------------------------------------------ item 11: free and guards
 
 
-@core(11, "free agrees with acquire while a guard is held")
 def test_free_does_not_offer_a_resource_whose_guard_is_held(cli, repo: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitlease", "exec", R, "--ttl", "1s", "--", "sleep", "60"],
@@ -709,9 +708,11 @@ def test_free_does_not_offer_a_resource_whose_guard_is_held(cli, repo: Path) -> 
         assert state(cli, R) == "expired"
         assert cli("acquire", R, "--no-bind").code == 3, "the guard is held"
         assert cli("free", R).out.strip() == "", "so free must not offer it"
+        assert cli("free", R, "edge/2").out.split() == ["edge/2"], "and offers the others"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    assert cli("free", R).out.split() == [R], "the guard is free again at once"
 
 
 # ------------------------------------------------------------------ item 12: every output
