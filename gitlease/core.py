@@ -485,9 +485,10 @@ def renew_claims(
     def attempt() -> list[Claim]:
         with guards(store, [c.ref for c in claim_refs]):
             now = Now.read()
+            snaps = _refuse_partial(store, rec, {c.ref: store.read(c.ref) for c in claim_refs})
             plans = []
             for claim_ref in claim_refs:
-                snap = store.read(claim_ref.ref)
+                snap = snaps[claim_ref.ref]
                 claim = judge(snap, now, claim_ref.resource)
                 record = ownership.owned_record(claim, rec, claim_ref)
                 if record.state == RELEASED:
@@ -529,14 +530,30 @@ def release_claims(
         check_text(checkpoint, "the checkpoint")
     store.prepare_write()
 
+    unwritten: set[str] = set()
+
     def attempt() -> list[Claim]:
         with guards(store, [c.ref for c in claim_refs]):
             now = Now.read()
+            snaps = {c.ref: store.read(c.ref) for c in claim_refs}
+            # a partial bundle: release what is held, and pass over what was never written
+            unwritten.clear()
+            unwritten.update(c.ref for c in ownership.unwritten_members(store, rec, snaps))
+            if unwritten and store.recheck_refusal():  # never pass over one on a stale look
+                snaps = {ref: store.read(ref) for ref in snaps}
+                unwritten.clear()
+                unwritten.update(c.ref for c in ownership.unwritten_members(store, rec, snaps))
+            if unwritten >= {c.ref for c in claim_refs}:
+                missing = [c for c in rec.claims if c.ref in unwritten]
+                raise ownership.partial_error(store, rec, missing)
             plans: list[tuple[Snapshot, Record]] = []
             done: list[Claim] = []
             for claim_ref in claim_refs:
-                snap = store.read(claim_ref.ref)
+                snap = snaps[claim_ref.ref]
                 claim = judge(snap, now, claim_ref.resource)
+                if claim_ref.ref in unwritten:
+                    done.append(claim)  # never this receipt's: nothing to release
+                    continue
                 record = ownership.owned_record(claim, rec, claim_ref)
                 if record.state == RELEASED:
                     done.append(claim)
@@ -553,7 +570,9 @@ def release_claims(
 
     claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
     keepers.stop(store.git_dir, [(c.ref, c.claim_id) for c in claim_refs])  # its keepalive
-    if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
+    if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
+        c.ref for c in rec.claims
+    }:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
         receipts_mod.write(receipts_mod.without_token(rec), exclusive=False)
@@ -582,15 +601,32 @@ def check_claims(
 ) -> list[Claim]:
     """The caller still holds each claim, with at least ``need_ms`` left; LOST otherwise."""
     now = Now.read()
-    if len(claim_refs) == 1:
-        snaps = [store.read(claim_refs[0].ref)]
+    wanted = rec.claims if rec.bundle_id is not None else claim_refs  # a bundle: every member
+    if len(wanted) == 1:
+        snaps = [store.read(wanted[0].ref)]
     else:
         by_ref = {s.ref: s for s in store.read_all()}
-        snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in claim_refs]
+        snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in wanted]
+    read = _refuse_partial(store, rec, {s.ref: s for s in snaps})
+    snaps = [read[c.ref] for c in claim_refs]
     return [
         _held_now(judge(snap, now, c.resource), rec, c, now, need_ms)
         for c, snap in zip(claim_refs, snaps, strict=True)
     ]
+
+
+def _refuse_partial(store: Store, rec: Receipt, snaps: dict[str, Snapshot]) -> dict[str, Snapshot]:
+    """LOST if ``rec`` is a bundle some of whose members were never written (a crash in
+    the middle of its commit): nobody may act on a partial bundle, through a bundle
+    command or a single member's. (On a fresh look first, if the store's view can be
+    behind.) ``snaps``, or the refs read again after such a look."""
+    missing = ownership.unwritten_members(store, rec, snaps)
+    if missing and store.recheck_refusal():
+        snaps = {ref: store.read(ref) for ref in snaps}
+        missing = ownership.unwritten_members(store, rec, snaps)
+    if missing:
+        raise ownership.partial_error(store, rec, missing)
+    return snaps
 
 
 def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms: int) -> Claim:

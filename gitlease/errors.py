@@ -62,6 +62,11 @@ class LostError(GitleaseError):
     exit_code = 4
 
 
+class PartialBundleError(LostError):
+    """Some members of the caller's bundle were never written (its acquire was interrupted
+    mid-commit): nobody holds the whole bundle, so nobody may act on it."""
+
+
 class ReceiptError(LostError):
     """The receipt is missing, unreadable, corrupt or not private: ownership cannot be shown."""
 

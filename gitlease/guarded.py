@@ -24,7 +24,7 @@ from . import core, guards, ownership
 from ._files import atomic_write
 from .claim import Claim, remaining_ms
 from .clock import Now
-from .errors import GitleaseError, LostError, PreconditionError, UsageError
+from .errors import GitleaseError, LostError, PartialBundleError, PreconditionError, UsageError
 from .lease import acquire
 from .receipts import ClaimRef, Receipt
 from .record import COORDINATION_ONLY
@@ -48,6 +48,8 @@ def _own_receipt(
     try:
         rec, claim_ref = ownership.load_receipt(store, resource, None)
         core.check_claims(store, rec, [claim_ref], 0)
+    except PartialBundleError:
+        raise  # the caller's own claim, in a bundle nobody holds whole: never acquire over it
     except GitleaseError:
         return None
     return rec, claim_ref

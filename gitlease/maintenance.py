@@ -32,7 +32,7 @@ from ._gitread import Snapshot, named_ids, parse_reflog
 from .claim import Claim, is_expired, judge
 from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError, UsageError
-from .ownership import receipt_dir
+from .ownership import receipt_dir, unwritten_members
 from .record import RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from .refname import PREFIX, decode
 from .sightings import Sightings
@@ -298,14 +298,17 @@ def _orphan_receipts(
         if rec.store != str(store.git_dir):
             continue  # a claim in another store (--store): verify that store instead
         live = [c for c in rec.claims if _is_current(current.get(c.ref), c.claim_id)]
-        if rec.bundle_id and live and len(live) < len(rec.claims):
-            missing = sorted(c.resource for c in rec.claims if c not in live)
+        missing = unwritten_members(store, rec) if rec.bundle_id and rec.token and live else []
+        if missing:  # a bundle acquire interrupted mid-commit (docs/concepts.md, bundles)
+            missed = ", ".join(c.resource for c in missing)
             problems.append(
                 Problem(
                     "partial-bundle",
                     str(path),
-                    f"bundle {rec.bundle_id} holds {len(live)} of {len(rec.claims)} members; "
-                    f"not held: {', '.join(missing)}. The held members expire by their TTL",
+                    f"bundle {rec.bundle_id} is partial: {missed} never written (its acquire "
+                    "was interrupted), so nobody holds it whole and every action on it is "
+                    f"refused. Release what is held with `gitlease bundle release "
+                    f"{rec.bundle_id}`, or let it expire by its TTL",
                 )
             )
             continue

@@ -14,12 +14,20 @@ from pathlib import Path
 
 from . import receipts as receipts_mod
 from ._files import mtime
+from ._gitread import Snapshot
 from .claim import Claim, judge
 from .clock import Now
-from .errors import GitleaseError, HeldError, LostError, ReceiptError, UsageError
+from .errors import (
+    GitleaseError,
+    HeldError,
+    LostError,
+    PartialBundleError,
+    ReceiptError,
+    UsageError,
+)
 from .location import state_home
 from .receipts import Binding, ClaimRef, Receipt
-from .record import RELEASED, Record, SigningKey
+from .record import RELEASED, Record, SigningKey, parse
 from .refname import encode, validate_resource
 from .store import Store
 
@@ -230,6 +238,70 @@ def default_receipt_path(store: Store, ref: str, claim_id: str, bundle_id: str |
     if bundle_id is not None:
         return receipts_mod.bundle_path(directory, bundle_id)
     return receipts_mod.default_path(directory, ref, claim_id)
+
+
+#: How far back a member's chain is followed to find the bundle's record in it.
+_CHAIN_STEPS = 1000
+
+
+def unwritten_members(
+    store: Store, rec: Receipt, snaps: dict[str, Snapshot] | None = None
+) -> list[ClaimRef]:
+    """The members of bundle receipt ``rec`` whose record never reached their ref: what a
+    bundle acquire killed in the middle of its commit leaves (libgit2 commits ref by ref),
+    so that nobody believes they hold a partial bundle (docs/concepts.md, bundles).
+
+    ``snaps``: the members' refs as already read (read here otherwise). A member counts as
+    written when its ref shows its claim, or shows a later claim whose chain of records
+    passes through it (the member was released and taken since), or was pruned at or
+    after its revision. Revisions only grow, so a ref still below the member's revision,
+    or another claim at that revision, means the member never landed. When the chain
+    cannot be followed, the member is not called unwritten: the owned checks decide.
+    """
+    if rec.bundle_id is None:
+        return []
+    missing = []
+    for claim_ref in rec.claims:
+        snap = (snaps or {}).get(claim_ref.ref) or store.read(claim_ref.ref)
+        if _never_written(store, claim_ref, snap):
+            missing.append(claim_ref)
+    return missing
+
+
+def _never_written(store: Store, claim_ref: ClaimRef, snap: Snapshot) -> bool:
+    if snap.oid is None:
+        return store.revision_floor(claim_ref.ref) < claim_ref.revision
+    data, oid = snap.data, snap.oid
+    for _ in range(_CHAIN_STEPS):
+        if data is None:
+            return False  # unreadable, pruned or collected: unknown
+        try:
+            record = parse(data)
+        except GitleaseError:
+            return False
+        if record.revision < claim_ref.revision:
+            return True
+        if record.claim_id == claim_ref.claim_id:
+            return False
+        if record.revision == claim_ref.revision:
+            return True  # another claim took the member's revision: ours never landed
+        if record.previous is None:  # a chain that starts after a prune (or by hand)
+            return store.revision_floor(claim_ref.ref) < claim_ref.revision
+        oid = record.previous
+        data, _problem = store.read_blob(oid)
+    return False
+
+
+def partial_error(store: Store, rec: Receipt, missing: list[ClaimRef]) -> PartialBundleError:
+    """LOST for an action on a partial bundle, naming the members that were never written."""
+    names = ", ".join(c.resource for c in missing)
+    verb = "was" if len(missing) == 1 else "were"
+    return PartialBundleError(
+        f"bundle {rec.bundle_id} is partial: {names} {verb} never written (its acquire was "
+        "interrupted), so nobody holds the whole bundle. Stop mutating; release what is held "
+        f"with `gitlease bundle release {rec.bundle_id}` (it expires by its TTL otherwise)",
+        claim=judge(store.read(missing[0].ref), Now.read(), missing[0].resource).to_dict(),
+    )
 
 
 def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:

@@ -863,16 +863,74 @@ def test_verify_reports_a_partial_bundle_and_bundle_commands_refuse_it(cli, repo
     report = cli("verify", "--json")
     assert report.code == 7
     assert [p["kind"] for p in report.json["problems"]] == ["partial-bundle"]
-    assert cli("bundle", "check").code == 4
-    assert cli("bundle", "heartbeat").code == 4
+    assert "p/2" in report.json["problems"][0]["message"]
+    for args in (["bundle", "check"], ["bundle", "heartbeat"]):
+        got = cli(*args, "--json")
+        assert got.code == 4 and "partial: p/2 was never written" in got.json["error"]["message"]
 
 
-@core(15, "nobody can act on a partial bundle")
-def test_nobody_can_act_on_a_member_of_a_partial_bundle(cli, repo: Path) -> None:
-    extra = _partial_bundle(cli, repo, repo.parent / "bundle.json")
-    for args in (["check", "p/1"], ["heartbeat", "p/1"], ["exec", "p/1", "--", "true"]):
-        got = cli(*args[:2], *extra, *args[2:])
+@pytest.mark.parametrize("where", ["receipt", "worktree"])
+def test_nobody_can_act_on_a_member_of_a_partial_bundle(cli, repo: Path, where: str) -> None:
+    extra = _partial_bundle(cli, repo, repo.parent / "bundle.json" if where == "receipt" else None)
+    held = cli("show", "p/1", "--json").json
+    (repo / "f").write_text("old\n")
+    for args in (
+        ["check", "p/1"], ["heartbeat", "p/1"], ["exec", "p/1", "--", "true"],
+        ["check", "p/2"], ["heartbeat", "p/2"],
+        ["replace-file", str(repo / "f"), "p/1", "--expect-absent"],
+    ):  # fmt: skip
+        got = cli(*args[:2], *extra, "--json", *args[2:], input="new\n")
         assert got.code == 4, (args, got)
+        assert "p/2 was never written" in got.json["error"]["message"], (args, got)
+    assert (repo / "f").read_text() == "old\n"
+    assert cli("show", "p/1", "--json").json["oid"] == held["oid"], "nothing was renewed"
+
+
+def test_a_member_left_at_its_older_record_is_never_written_too(cli, repo: Path) -> None:
+    """The member's ref still shows what was there before the bundle (a tombstone of an
+    earlier claim), as a crash before its ref was committed leaves it."""
+    assert cli("acquire", "p/2").code == 0
+    older = cli("release", "p/2", "--json").json["oid"]
+    assert cli("bundle", "acquire", "p/1", "p/2", "--no-bind").code == 0
+    store_git("update-ref", ref_of("p/2"), older, cwd=repo)
+    got = cli("bundle", "check", "--json")
+    assert got.code == 4 and "p/2 was never written" in got.json["error"]["message"], got
+    assert cli("check", "p/1").code == 4
+
+
+def test_a_partial_bundle_releases_what_it_holds(cli, repo: Path) -> None:
+    _partial_bundle(cli, repo)
+    got = cli("bundle", "release", "--json")
+    assert got.code == 0, got
+    assert [c["state"] for c in got.json["claims"]] == ["released", "free"]
+    assert "never written" in cli("bundle", "release").out, "text says what was not held"
+    assert cli("verify").code == 0, "the receipt is spent: nothing partial any more"
+    assert cli("bundle", "acquire", "p/1", "p/2").code == 0
+
+
+def test_releasing_only_the_unwritten_member_is_lost(cli, repo: Path) -> None:
+    receipt = repo.parent / "bundle.json"
+    _partial_bundle(cli, repo, receipt)
+    got = cli("release", "p/2", "--receipt", str(receipt), "--json")
+    assert got.code == 4 and "never written" in got.json["error"]["message"], got
+    assert cli("release", "p/1", "--receipt", str(receipt)).code == 0, "the held one: yes"
+    assert state(cli, "p/1") == "released"
+
+
+def test_a_whole_bundle_whose_member_was_released_and_taken_is_not_partial(cli, worktrees) -> None:
+    """The documented flow: one member released on its own, then taken by someone else;
+    the other member stays the bundle holder's to renew, check and release."""
+    a, b = worktrees
+    assert cli("bundle", "acquire", "w/1", "w/2", cwd=a).code == 0
+    assert cli("release", "w/2", cwd=a).code == 0
+    assert cli("acquire", "w/2", cwd=b).code == 0
+    assert cli("release", "w/2", cwd=b).code == 0
+    assert cli("acquire", "w/2", cwd=b).code == 0  # a later revision: the chain is followed
+    for args in (["check", "w/1"], ["heartbeat", "w/1"], ["exec", "w/1", "--", "true"]):
+        assert cli(*args, cwd=a).code == 0, args
+    assert [p["kind"] for p in cli("verify", "--json", cwd=a).json["problems"]] == []
+    assert cli("bundle", "check", cwd=a).code == 4, "the bundle as a whole is not held"
+    assert cli("release", "w/1", cwd=a).code == 0
 
 
 # ------------------------------------------------------------------ item 16: durations

@@ -30,6 +30,18 @@ def bundle() -> None:
     """Claim several resources all or nothing, and act on all of them."""
 
 
+def _never_written(claims: list[Any], receipt: Any) -> str:
+    """The members a release passed over: their records were never written (a partial
+    bundle, docs/concepts.md), so there was nothing of the caller's to release."""
+    ours = {(c.ref, c.claim_id) for c in receipt.claims}
+    missing = [
+        c.resource for c in claims if c.record is None or (c.ref, c.record.claim_id) not in ours
+    ]
+    if not missing:
+        return ""
+    return f"\nnot held, never written (the bundle's acquire was interrupted): {', '.join(missing)}"
+
+
 def _text(verb: str, result_id: str | None, claims: list[Any]) -> str:
     lines = [f"{verb} bundle {result_id}"]
     lines += [f"  {c.describe()}" for c in claims]
@@ -130,20 +142,12 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
             result = getattr(B, name)(store, bundle_id, receipt=receipt, **kw)
             bid, claims = result.bundle_id, result.claims
         doc = {"bundle_id": bid, "claims": [c.to_dict() for c in claims]}
-        emit(
-            opts,
-            doc,
-            _text(
-                {
-                    "show": "members of",
-                    "check": "held:",
-                    "heartbeat": "renewed",
-                    "release": "released",
-                }[name],
-                bid,
-                claims,
-            ),
-        )
+        verb = {"show": "members of", "check": "held:", "heartbeat": "renewed",
+                "release": "released"}[name]  # fmt: skip
+        text = _text(verb, bid, claims)
+        if name == "release":
+            text += _never_written(claims, result.receipt)
+        emit(opts, doc, text)
 
     run.__doc__ = doc
     run.__name__ = f"bundle_{name}"
