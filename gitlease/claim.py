@@ -216,6 +216,19 @@ def corrupt_error(claim: Claim) -> CorruptRecordError:
     )
 
 
+def rolled_back_error(claim: Claim, mark: int) -> CorruptRecordError:
+    """STORE for a ref moved back below a revision this host wrote or saw (its high-water
+    mark, :mod:`gitlease.highwater`): granting it over would repeat a revision."""
+    shown = claim.record.revision if claim.record else 0
+    return CorruptRecordError(
+        f"{claim.resource}: the ref was moved back to an older record (revision {shown}; "
+        f"revision {mark} was written here before), as a restored backup or a hand-run "
+        "`git update-ref` does; it is never granted over, since a revision would repeat. "
+        "Run `gitlease verify`, then `gitlease verify --repair`",
+        claim=claim.to_dict(),
+    )
+
+
 def held_error(claim: Claim, own_receipt: Path | None = None) -> HeldError:
     """HELD naming the holder; with ``own_receipt``, says the active claim is the caller's."""
     if own_receipt is not None:

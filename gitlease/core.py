@@ -21,10 +21,18 @@ from contextlib import ExitStack, contextmanager, suppress
 from typing import TypeVar
 
 from . import guards as guards_mod
-from . import keepers, ownership
+from . import highwater, keepers, ownership
 from . import receipts as receipts_mod
 from ._gitread import Snapshot
-from .claim import Claim, corrupt_error, held_error, is_expired, judge, seems_held
+from .claim import (
+    Claim,
+    corrupt_error,
+    held_error,
+    is_expired,
+    judge,
+    rolled_back_error,
+    seems_held,
+)
 from .clock import Now, format_duration, rfc3339
 from .errors import (
     AmbiguousError,
@@ -49,6 +57,7 @@ from .record import (
 from .refname import encode
 from .request import AcquireRequest
 from .store import Store
+from .value import Value
 from .waiting import Waiting, retry_until
 from .waitqueue import Line
 
@@ -183,32 +192,54 @@ def _undone(exc: BaseException) -> BaseException:
     return exc
 
 
+class _Members(Value):
+    """The members' refs as read, with their high-water marks read *before* them: a mark
+    read after the ref could be a racer's newer revision, and make the ref look moved back."""
+
+    __slots__ = ("marks", "snaps")
+    marks: list[int]
+    snaps: list[Snapshot]
+
+
+def _read_members(store: Store, refs: tuple[str, ...]) -> _Members:
+    marks = [highwater.read(store.git_dir, ref) for ref in refs]
+    return _Members(marks, [store.read(ref) for ref in refs])
+
+
 def _judge_members(
-    store: Store, request: AcquireRequest, snaps: list[Snapshot], now: Now
+    store: Store, request: AcquireRequest, members: _Members, now: Now
 ) -> list[Claim]:
     """The members' claims, or HELD / STORE if any of them cannot be taken."""
-    claims = [judge(s, now, r) for s, r in zip(snaps, request.resources, strict=True)]
-    for claim in claims:
+    claims = [judge(s, now, r) for s, r in zip(members.snaps, request.resources, strict=True)]
+    for claim, mark in zip(claims, members.marks, strict=True):
         if claim.state == "invalid":
             raise corrupt_error(claim)
+        _refuse_rolled_back(store, claim, mark)
         if claim.state == "active":
             raise held_error(claim, ownership.own_receipt_for(store, claim, request.receipt))
     return claims
+
+
+def _refuse_rolled_back(store: Store, claim: Claim, mark: int) -> None:
+    """STORE if the ref shows a record below ``mark``, the revision this host last wrote or
+    saw for it (:mod:`gitlease.highwater`); a higher one seen here raises the mark."""
+    if claim.record is None:
+        return
+    if claim.record.revision < mark:
+        raise rolled_back_error(claim, mark)
+    if claim.record.revision > mark:  # seen here (another host's write, an older version's)
+        highwater.raise_to(store.git_dir, claim.ref, claim.record.revision)
 
 
 def _refuse_early(store: Store, request: AcquireRequest, line: Line) -> None:
     """Refuse without the guard when what the store shows cannot be taken (on a fresh look
     if the store's view can be behind), or when callers on this host wait for it first."""
     try:
-        claims = _judge_members(
-            store, request, [store.read(ref) for ref in request.refs], Now.read()
-        )
+        claims = _judge_members(store, request, _read_members(store, request.refs), Now.read())
     except (HeldError, CorruptRecordError):
         if not store.recheck_refusal():
             raise
-        claims = _judge_members(
-            store, request, [store.read(ref) for ref in request.refs], Now.read()
-        )
+        claims = _judge_members(store, request, _read_members(store, request.refs), Now.read())
     ahead = line.ahead()
     for claim in claims:
         if ahead.get(claim.ref):
@@ -234,16 +265,24 @@ def _take(
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
     write the receipt, then compare-and-swap every ref."""
     now = Now.read()
-    snaps = [store.read(ref) for ref in request.refs]
-    claims = _judge_members(store, request, snaps, now)
+    members = _read_members(store, request.refs)
+    try:
+        claims = _judge_members(store, request, members, now)
+    except CorruptRecordError:  # a remote store's mirror may be behind its own marks
+        if not store.recheck_refusal():
+            raise
+        now = Now.read()
+        members = _read_members(store, request.refs)
+        claims = _judge_members(store, request, members, now)
+    snaps = members.snaps
     if held is not None:
         ownership.refuse_live_explicit(store, held, now)
     token = new_token()
     key = SigningKey(token)
     bundle_id = new_bundle_id() if request.bundle else None
     records = [
-        _new_record(store, request, claim, snap, key, now, bundle_id)
-        for claim, snap in zip(claims, snaps, strict=True)
+        _new_record(store, request, claim, snap, mark, key, now, bundle_id)
+        for claim, snap, mark in zip(claims, snaps, members.marks, strict=True)
     ]
     claim_refs = tuple(
         ClaimRef(r.resource, ref, r.claim_id, r.revision)
@@ -262,12 +301,16 @@ def _new_record(
     request: AcquireRequest,
     claim: Claim,
     snap: Snapshot,
+    mark: int,
     key: SigningKey,
     now: Now,
     bundle_id: str | None,
 ) -> Record:
     previous = claim.record
-    revision = previous.revision + 1 if previous else store.revision_floor(snap.ref) + 1
+    if previous is not None:
+        revision = previous.revision + 1
+    else:  # an absent ref continues above its prune floor and anything written here before
+        revision = max(store.revision_floor(snap.ref), mark) + 1
     stamp = rfc3339(now.wall_ms)
     ttl_ms = request.ttl_ms
     return Record(
@@ -318,6 +361,8 @@ def _commit_acquire(
                 f"written ({exc}); compare receipt {rec.path} with `gitlease bundle show`. "
                 "The written members expire by their TTL"
             ) from exc
+    for record, snap in zip(records, snaps, strict=True):  # after the write, never before
+        highwater.raise_to(store.git_dir, snap.ref, record.revision)
     return [
         judge(Snapshot(s.ref, oid, r.raw), now, r.resource)
         for s, r, oid in zip(snaps, records, oids, strict=True)
@@ -412,8 +457,9 @@ def _take_first_free(
                     outcome = "lost"
                     break
                 outcome = "busy"
-            except CorruptRecordError:  # it changed into something unreadable meanwhile
-                skipped[snap.ref] = judge(store.read(snap.ref), Now.read(), resource)
+            except CorruptRecordError as exc:  # unreadable now, or its ref was moved back
+                oid = store.read(snap.ref).oid
+                skipped[snap.ref] = Claim(resource, snap.ref, "invalid", oid=oid, problem=str(exc))
             except CompareAndSwapFailed:
                 store.refresh()
                 outcome = "lost"

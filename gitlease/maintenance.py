@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import floors, guards, keepers, retention
+from . import floors, guards, highwater, keepers, retention
 from . import receipts as receipts_mod
 from ._files import atomic_write, flock_polling, is_stale, lock_age, mtime, open_lock_file
 from ._gitread import Snapshot, named_ids, parse_reflog
@@ -33,6 +33,7 @@ from .claim import Claim, is_expired, judge
 from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError, UsageError
 from .ownership import receipt_dir, unwritten_members
+from .reads import newest_written
 from .record import RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from .refname import PREFIX, decode
 from .sightings import Sightings
@@ -107,6 +108,11 @@ def verify(store: Store, *, repair: bool = False) -> Report:
                 if repair:
                     _repair_record(store, snap, resource, problem, read_blob)
                 continue
+            moved = _rolled_back(store, snap, claim, read_blob)
+            if moved is not None:
+                report.problems.append(moved[0])
+                if repair:
+                    _repair_rollback(store, snap, claim, *moved, read_blob)
             start = store.history_start(snap.ref)
             for message in _illegal_transitions(read_blob, claim, snap.oid or "", start):
                 report.problems.append(Problem("illegal-transition", snap.ref, message, resource))
@@ -191,18 +197,94 @@ def _repair_record(
     if suspect is not None and suspect.state != RELEASED and live:
         problem.message += f"; left alone until {suspect.expires_at} (it may describe a live claim)"
         return
-    revision = (
-        max(
-            _max_revision_in_reflog(store, snap.ref, read_blob),
-            store.revision_floor(snap.ref),
-            suspect.revision if suspect else 0,
-        )
-        + 1
+    known = [
+        _max_revision_in_reflog(store, snap.ref, read_blob),
+        store.revision_floor(snap.ref),
+        highwater.read(store.git_dir, snap.ref),
+        suspect.revision if suspect else 0,
+    ]
+    note = f"verify --repair: {problem.message}"
+    tombstone = _signed_tombstone(resource, max(known) + 1, note, snap.oid, now)
+    _write_repair(store, snap, tombstone, problem)
+
+
+def _rolled_back(
+    store: Store, snap: Snapshot, claim: Claim, read_blob: BlobRead
+) -> tuple[Problem, int, Snapshot | None] | None:
+    """A ref whose record is below the highest revision this host wrote or saw for it: the
+    problem, that revision, and the newest record carrying it (if the reflog still has it).
+    The high-water mark is raised to what the reflog shows, so that acquire refuses it too."""
+    if claim.record is None:
+        return None
+    revision, newest = newest_written(store, snap.ref, snap.oid, read_blob)
+    if claim.record.revision >= revision:
+        return None
+    if store.read(snap.ref).oid != snap.oid:
+        return None  # it moved since it was read (a write just now raised the mark): no rollback
+    highwater.raise_to(store.git_dir, snap.ref, revision)
+    message = (
+        f"{claim.resource}: the ref was moved back to an older record (revision "
+        f"{claim.record.revision}); revision {revision} was written here before (a restored "
+        "backup or a hand-run `git update-ref`). acquire refuses it until `gitlease verify "
+        "--repair` replaces it, once no claim it may describe can be live"
     )
-    token = new_token()
-    key = SigningKey(token)
+    return Problem("rolled-back", snap.ref, message, claim.resource), revision, newest
+
+
+def _repair_rollback(
+    store: Store,
+    snap: Snapshot,
+    claim: Claim,
+    problem: Problem,
+    revision: int,
+    newest: Snapshot | None,
+    read_blob: BlobRead,
+) -> None:
+    """Write a tombstone above every revision known, once neither the record the ref shows
+    nor the newest one it was moved back from can describe a live claim. Its ``previous``
+    is that newest record, so the history (``log``) carries on from what really came last."""
+    now = Now.read()
+    lost: Record | None = None
+    if newest is not None and newest.data is not None:
+        with suppress(GitleaseError):
+            lost = parse(newest.data)
+    for suspect, seen in ((claim.record, snap.first_seen_ms), (lost, None)):
+        if suspect is not None and _may_be_live(suspect, now, seen):
+            problem.message += (
+                f"; left alone until {suspect.expires_at} (it may describe a live claim)"
+            )
+            return
+    known = [
+        revision,
+        _max_revision_in_reflog(store, snap.ref, read_blob),
+        store.revision_floor(snap.ref),
+    ]
+    shown = claim.record.revision if claim.record else 0
+    note = f"verify --repair: the ref was moved back to revision {shown}, below {revision}"
+    previous = newest.oid if newest is not None else snap.oid
+    _write_repair(store, snap, _signed_tombstone(claim.resource, max(known) + 1, note, previous,
+                                                 now), problem)  # fmt: skip
+
+
+def _may_be_live(record: Record, now: Now, first_seen_ms: int | None) -> bool:
+    """Whether ``record`` may still describe a live claim, judged without trusting another
+    host's clock: on this boot's clock (or from when this host first saw it); a record of
+    another boot never seen here counts as live for a whole TTL past its own expiry on this
+    host's wall clock (a repair can wait)."""
+    if record.state == RELEASED:
+        return False
+    if record.boot_id == now.boot or first_seen_ms is not None:
+        return not is_expired(record, now, first_seen_ms)
+    return parse_rfc3339(record.expires_at) + record.ttl_ms > now.wall_ms
+
+
+def _signed_tombstone(
+    resource: str, revision: int, note: str, previous: str | None, now: Now
+) -> Record:
+    """A released record owned by ``gitlease verify --repair``, signed by a fresh key."""
+    key = SigningKey(new_token())
     stamp = rfc3339(now.wall_ms)
-    tombstone = Record(
+    return Record(
         resource=resource,
         state=RELEASED,
         claim_id=new_claim_id(),
@@ -218,11 +300,15 @@ def _repair_record(
         ttl_ms=1000,
         boot_id=now.boot,
         boot_expires_ms=now.boot_ms,
-        note=f"verify --repair: {problem.message}"[:500],
+        note=note[:500],
         checkpoint=None,
         public_key=key.public_hex,
-        previous=snap.oid,
+        previous=previous,
     ).signed(key)
+
+
+def _write_repair(store: Store, snap: Snapshot, tombstone: Record, problem: Problem) -> None:
+    """Compare-and-swap the repair's tombstone over what verify read, under the guard."""
     try:
         with store.guard(snap.ref):
             store.compare_and_swap(
@@ -231,8 +317,9 @@ def _repair_record(
     except CompareAndSwapFailed:
         problem.message += "; it changed during repair, run verify again"
         return
+    highwater.raise_to(store.git_dir, snap.ref, tombstone.revision)
     problem.repaired = True
-    problem.message += f"; replaced by a tombstone at revision {revision}"
+    problem.message += f"; replaced by a tombstone at revision {tombstone.revision}"
 
 
 def _max_revision_in_reflog(store: Store, ref: str, read_blob: BlobRead) -> int:

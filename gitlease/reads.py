@@ -8,14 +8,16 @@ is shown as ``invalid``: ``show`` exits STORE on it, ``list`` carries on,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from . import guards, keepers
+from . import guards, highwater, keepers
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, judge
 from .clock import Now
+from .errors import GitleaseError
 from .ownership import mark_bound
+from .record import parse
 from .refname import encode, validate_resource
 from .store import Store
 from .value import Value
@@ -116,42 +118,105 @@ def log(store: Store, resource: str) -> list[Claim]:
 def history(store: Store, resource: str) -> History:
     """The kept history of ``resource``, read through one ``git cat-file --batch`` process
     fed each record's predecessor in turn: the cost follows what is printed, however long
-    the store has lived (docs/performance.md)."""
+    the store has lived (docs/performance.md).
+
+    A ref moved back to an older record (:mod:`gitlease.highwater`) would hide what came
+    after it, a live claim included: then the history is the chain of the newest record
+    this host wrote or saw (found in the reflog), followed by the record the ref shows now,
+    marked with the ``problem``.
+    """
     ref = encode(resource)
     store.refresh()
     now = Now.read()
     snap = store.read(ref)
-    chain: list[Claim] = []
-    seen: set[str] = set()
-    earlier = False
     start = store.history_start(ref) if snap.oid is not None else None
+    flagged: Claim | None = None
     with store.blob_reader() as read_blob:
-        while snap.oid is not None and snap.oid not in seen:
-            seen.add(snap.oid)
-            claim = judge(snap, now, resource)
-            chain.append(claim)
-            record = claim.record
-            if record is None:
-                break  # a record that does not verify names no trustworthy predecessor
-            if record.previous is None:
-                earlier = record.revision > 1  # a first record after prune: a floor's successor
-                break
-            if snap.oid == start:
-                earlier = True  # the retention pass cut the history here
-                break
-            data, problem = read_blob(record.previous)
-            if data is None:
-                earlier = True  # expired by retention (or collected): the kept part ends here
-                break
-            snap = Snapshot(ref, record.previous, data, problem)
+        chain, earlier = _walk(snap, resource, now, start, read_blob)
+        shown = chain[0].record if chain else None
+        revision, newest = newest_written(store, ref, snap.oid, read_blob)
+        if (
+            shown is not None
+            and newest is not None
+            and shown.revision < revision
+            and store.read(ref).oid == snap.oid  # (not a write that landed just now)
+        ):
+            flagged = chain[0].replace(problem=moved_back(shown.revision, revision))
+            chain, earlier = _walk(newest, resource, now, start, read_blob)
     if not chain:
         earlier = store.revision_floor(ref) > 0
     chain.reverse()
     records = [
         _historic(c, chain[i + 1] if i + 1 < len(chain) else None) for i, c in enumerate(chain)
     ]
+    if flagged is not None:
+        records.append(flagged)
     first = records[0].record if records else None
     return History(resource, records, earlier, first.revision if first else None)
+
+
+def _walk(
+    snap: Snapshot, resource: str, now: Now, start: str | None, read_blob: BlobRead
+) -> tuple[list[Claim], bool]:
+    """The records from ``snap`` back along their ``previous`` ids, newest first, and
+    whether older ones existed that are no longer kept."""
+    ref = snap.ref
+    chain: list[Claim] = []
+    seen: set[str] = set()
+    earlier = False
+    while snap.oid is not None and snap.oid not in seen:
+        seen.add(snap.oid)
+        claim = judge(snap, now, resource)
+        chain.append(claim)
+        record = claim.record
+        if record is None:
+            break  # a record that does not verify names no trustworthy predecessor
+        if record.previous is None:
+            earlier = record.revision > 1  # a first record after prune: a floor's successor
+            break
+        if snap.oid == start:
+            earlier = True  # the retention pass cut the history here
+            break
+        data, problem = read_blob(record.previous)
+        if data is None:
+            earlier = True  # expired by retention (or collected): the kept part ends here
+            break
+        snap = Snapshot(ref, record.previous, data, problem)
+    return chain, earlier
+
+
+def moved_back(shown: int, revision: int) -> str:
+    """Why a ref's record is below its high-water mark, in words."""
+    return (
+        f"the ref was moved back to this record (revision {shown}): revision {revision} was "
+        "written after it. Run `gitlease verify`"
+    )
+
+
+#: Reads one blob: (bytes, None) or (None, why not) (:meth:`Store.blob_reader`).
+BlobRead = Callable[[str], tuple[bytes | None, str | None]]
+
+
+def newest_written(
+    store: Store, ref: str, current: str | None, read_blob: BlobRead
+) -> tuple[int, Snapshot | None]:
+    """The highest revision this host wrote or saw for ``ref`` (its high-water mark, or a
+    reflog line that landed), and the newest record that carries it (None when only the
+    mark knows it). The mark is read first: a write landing meanwhile can only raise what
+    the reflog shows."""
+    mark = highwater.read(store.git_dir, ref)
+    best, newest = 0, None
+    for oid in store.reflog_landed(ref, current):  # oldest first: the last of the highest wins
+        data, _problem = read_blob(oid)
+        if data is None:
+            continue  # expired by retention
+        try:
+            revision = parse(data).revision
+        except GitleaseError:
+            continue
+        if revision >= best:
+            best, newest = revision, Snapshot(ref, oid, data)
+    return (mark, None) if mark > best else (best, newest)
 
 
 def _historic(claim: Claim, successor: Claim | None) -> Claim:

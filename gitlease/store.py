@@ -514,6 +514,24 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot read the reflog of {ref}: {exc.strerror or exc}") from None
 
+    def reflog_landed(self, ref: str, current: str | None) -> list[str]:
+        """The object ids the ref's reflog shows it pointing at, oldest first, without the
+        line of a write that never happened: libgit2 appends a reflog line before it renames
+        the lock into place, so a process killed in between leaves a line that the next one
+        (or, for the last, the ref itself: ``current``) contradicts. Deletions are left out.
+        (For finding a ref moved back below what it held: :mod:`gitlease.highwater`.)
+        """
+        try:
+            lines = parse_reflog(self.read_reflog(ref))
+        except StoreError:
+            return []
+        landed = []
+        for i, line in enumerate(lines):
+            after = lines[i + 1].old if i + 1 < len(lines) else (current or "0" * len(line.new))
+            if line.new == after and line.new.strip("0"):
+                landed.append(line.new)
+        return landed
+
     def history_start(self, ref: str) -> str | None:
         """The record where ``ref``'s kept history starts, if the retention pass cut it: the
         record that the reflog's first line writes over the zero id. (An untrimmed history's

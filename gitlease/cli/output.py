@@ -165,9 +165,10 @@ def log_lines(records: list[dict[str, Any]], start: str | None = None) -> str:
     for doc in records:
         when = doc["released_at"] or doc["renewed_at"] or ""
         checkpoint = f"  checkpoint {escape(doc['checkpoint'])}" if doc["checkpoint"] else ""
+        problem = f"  ({escape(doc['problem'])})" if doc.get("problem") else ""
         lines.append(
             f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
-            f"{escape(doc['owner'] or '')}{checkpoint}"
+            f"{escape(doc['owner'] or '')}{checkpoint}{problem}"
         )
     return "\n".join(lines) or "no history"
 
