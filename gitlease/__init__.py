@@ -28,6 +28,7 @@ from .errors import (
     GitleaseError,
     HeldError,
     LostError,
+    PartialBundleError,
     PreconditionError,
     ReceiptError,
     StoreError,
@@ -38,6 +39,7 @@ from .errors import (
 if TYPE_CHECKING:
     from . import bundle as bundle
     from .claim import Claim as Claim
+    from .guarded import execute as execute
     from .guarded import replace_file as replace_file
     from .guarded import run_guarded as run_guarded
     from .handle import Lease as Lease
@@ -91,6 +93,7 @@ _LAZY = {
     "bundle": "bundle",
     "canonical_key": "providers",
     "run_guarded": "guarded",
+    "execute": "guarded",
     "replace_file": "guarded",
     "keep_alive": "keepalive",
     "keep_bundle_alive": "keepalive",
@@ -107,6 +110,7 @@ __all__ = [
     "GitleaseError",
     "HeldError",
     "LostError",
+    "PartialBundleError",
     "PreconditionError",
     "ReceiptError",
     "StoreError",
