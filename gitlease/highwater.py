@@ -17,7 +17,9 @@ refuse a healthy ref. A mark is therefore never above a revision that landed, an
 a mark that cannot be written only weakens the check (it never fails a write).
 
 ``prune``'s revision floors are a separate thing (a removed ref's last revision);
-an absent ref continues from the higher of its floor and its mark.
+an absent ref continues from the higher of its floor and its mark. ``prune`` folds
+the mark into the floor when it removes a ref, then drops the mark, and never
+removes a tombstone that is below its mark (it may hide a live claim).
 
 No pygit2, click or cryptography here.
 """
@@ -56,6 +58,13 @@ def raise_to(git_dir: Path, ref: str, revision: int) -> None:
     with suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, f"{revision} {ref}\n".encode("utf-8", "surrogateescape"), durable=False)
+
+
+def forget(git_dir: Path, ref: str) -> None:
+    """Drop the mark of a ref that was removed once its floor holds at least the mark
+    (``prune``): an absent ref continues above its floor, so the mark adds nothing."""
+    with suppress(OSError):
+        mark_path(git_dir, ref).unlink()
 
 
 def _parse(path: Path, ref: str) -> int:

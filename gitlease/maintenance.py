@@ -612,10 +612,14 @@ def _remove_tombstones(
             with store.guard(snap.ref, wait=_GUARD_WAIT_SECONDS):
                 if store.read(snap.ref).oid != snap.oid:
                     continue  # written meanwhile: no longer this tombstone
+                if newest_written(store, snap.ref, snap.oid, read_blob)[0] > record.revision:
+                    continue  # moved back (it may hide a live claim): verify --repair's to fix
                 top = max(record.revision, _max_revision_in_reflog(store, snap.ref, read_blob))
+                top = max(top, highwater.read(store.git_dir, snap.ref))
                 store.write_revision_floor(snap.ref, top)
                 store.remove_compare_and_swap(snap.ref, snap.oid or "")
                 store.delete_reflog(snap.ref)
+                highwater.forget(store.git_dir, snap.ref)  # the floor holds it now
         except CompareAndSwapFailed:
             continue
         except GitleaseError:
@@ -699,9 +703,11 @@ def _remove_orphan_reflogs(
                 if store.read(ref).oid is not None:
                     continue  # it exists (again), or cannot be read: not an orphan
                 top = _max_revision_in_reflog(store, ref, read_blob)
+                top = max(top, highwater.read(store.git_dir, ref))
                 if top > store.revision_floor(ref):
                     store.write_revision_floor(ref, top)
                 store.delete_reflog(ref)
+                highwater.forget(store.git_dir, ref)  # the floor holds it now
         except GitleaseError:
             result.busy.append(ref)
             continue

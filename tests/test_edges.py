@@ -671,6 +671,21 @@ def test_verify_repair_waits_for_the_hidden_claim_then_continues_above_it(cli, w
     assert again["claim_id"] in ids, "the history carries on from what really came last"
 
 
+def test_prune_never_removes_a_tombstone_a_ref_was_moved_back_to(cli, repo: Path) -> None:
+    """Removing it would hide the rollback, and let the next acquire in while the claim it
+    hid may still be live."""
+    again, tombstone = _rolled_back(cli, repo)
+    assert cli("prune", "--older-than", "0s").code == 0
+    assert cli("show", R, "--json").json["oid"] == tombstone["oid"], "left for verify --repair"
+    assert cli("acquire", R, "--no-bind").code == 7
+    store_git("update-ref", ref_of(R), again["oid"], cwd=repo)  # put back: no rollback
+    assert cli("release", R).code == 0
+    assert cli("prune", "--older-than", "0s").code == 0
+    assert state(cli, R) == "free", "a healthy tombstone is pruned"
+    took = cli("acquire", R, "--no-bind", "--json").json
+    assert took["revision"] == again["revision"] + 1, "and continues above it"
+
+
 def test_a_rollback_is_found_in_the_reflog_without_a_mark(cli, repo: Path) -> None:
     _rolled_back(cli, repo)
     marks = store_path(repo) / "worklease" / "highwater"
