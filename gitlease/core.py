@@ -21,8 +21,7 @@ from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
 from . import guards as guards_mod
-from . import keepers, ownership
-from . import receipts as receipts_mod
+from . import keepers, ownership, reservation
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, held_error, is_expired, judge, seems_held
 from .clock import Now, format_duration, rfc3339
@@ -91,15 +90,15 @@ def acquire_claims(
     """Take every resource of ``request`` or none: (the new claims in order, the receipt)."""
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
-        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+        reservation.check_explicit_location(request.receipt, str(store.git_dir))
     line = Line(store.git_dir, request.refs)
 
     def attempt() -> tuple[list[Claim], Receipt]:
         _refuse_early(store, request, line)
-        reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
+        reserve = reservation.reserve(request.receipt, str(store.git_dir))
         with guards(store, request.refs), reserve as held:
             written, rec = _take(store, request, held)
-        if _finish(store, request, rec):
+        if _finish(store, request, rec, written):
             written = [c.replace(bound=True) for c in written]
         return written, rec
 
@@ -112,11 +111,11 @@ def acquire_claims(
     )
 
 
-def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
+def _finish(store: Store, request: AcquireRequest, rec: Receipt, written: list[Claim]) -> bool:
     """After the write: bind this worktree (True if it did), tidy old receipts."""
     bound = request.bind and store.location.worktree_git_dir is not None
     if bound:
-        ownership.bind_all(store, rec)
+        ownership.bind_all(store, rec, written)
     if request.receipt is None:
         ownership.tidy(rec)
     return bound
@@ -168,7 +167,7 @@ def _queued_error(claim: Claim, ahead: int, *, queued: bool) -> HeldError:
 
 
 def _take(
-    store: Store, request: AcquireRequest, held: receipts_mod.Reserved | None
+    store: Store, request: AcquireRequest, held: reservation.Reserved | None
 ) -> tuple[list[Claim], Receipt]:
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
     write the receipt, then compare-and-swap every ref."""
@@ -192,7 +191,7 @@ def _take(
         store, request.refs[0], records[0].claim_id, bundle_id
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
-    receipts_mod.write(rec, exclusive=request.receipt is None, reserved=held)
+    ownership.write_new(store, rec, held)
     return _commit_acquire(store, rec, snaps, records, now), rec
 
 
@@ -249,7 +248,7 @@ def _commit_acquire(
         if landed == len(records):
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         elif landed == 0:
-            receipts_mod.remove(rec.path)
+            ownership.discard(store, rec)
             raise
         else:
             raise AmbiguousError(
@@ -292,13 +291,13 @@ def acquire_first_free(
     """
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
-        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+        reservation.check_explicit_location(request.receipt, str(store.git_dir))
     line = Line(store.git_dir, request.refs)
     skipped: dict[str, Claim] = {}
 
     def attempt() -> tuple[Claim, Receipt]:
         claim, rec = _take_first_free(store, request, line, skipped)
-        if _finish(store, request, rec):
+        if _finish(store, request, rec, [claim]):
             claim = claim.replace(bound=True)
         return claim, rec
 
@@ -324,7 +323,7 @@ def _take_first_free(
         skipped.clear()
         now = Now.read()
         if request.receipt is not None:  # a live one is refused here, not taken for a lost race
-            with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+            with reservation.reserve(request.receipt, str(store.git_dir)) as held:
                 if held is not None:
                     ownership.refuse_live_explicit(store, held, now)
         snaps = store.read_many(request.refs)
@@ -344,7 +343,7 @@ def _take_first_free(
             try:
                 with store.guard(snap.ref, wait=guard_wait):
                     guarded = True
-                    with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+                    with reservation.reserve(request.receipt, str(store.git_dir)) as held:
                         written, rec = _take(store, one, held)
                 return written[0], rec
             except HeldError:
@@ -442,7 +441,9 @@ def renew_claims(
                         claim=claim.to_dict(),
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
-            return _write(store, rec, plans, "heartbeat", now)
+            written = _write(store, rec, plans, "heartbeat", now)
+            ownership.note_landed(store, written)  # (under the guards: no release between)
+            return written
 
     # From what this host last saw: its own writes are mirrored at once, and if the
     # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
@@ -496,11 +497,8 @@ def release_claims(
     if rec.token is not None and {c.ref for c in claim_refs} >= {c.ref for c in rec.claims}:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
-        receipts_mod.write(receipts_mod.without_token(rec), exclusive=False)
-    wt = store.location.worktree_git_dir
-    if wt is not None:
-        for claim_ref in claim_refs:
-            receipts_mod.unbind(wt, claim_ref.ref, claim_ref.claim_id)
+        ownership.retire(store, rec)
+    ownership.unbind_all(store, claim_refs)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
 
@@ -527,8 +525,10 @@ def check_claims(
     else:
         by_ref = {s.ref: s for s in store.read_all()}
         snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in claim_refs]
+    # A record whose object id the binding holds is the holder's own last write, byte for
+    # byte (the id is checked against the bytes): no signature to check, no key to derive.
     return [
-        _held_now(judge(snap, now, c.resource), rec, c, now, need_ms)
+        _held_now(judge(snap, now, c.resource, known=(c.oid,)), rec, c, now, need_ms)
         for c, snap in zip(claim_refs, snaps, strict=True)
     ]
 

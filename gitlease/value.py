@@ -53,6 +53,21 @@ class Value:
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(kwargs))}")
 
+    @classmethod
+    def _of(cls: type[V], values: tuple[Any, ...]) -> V:
+        """An object from every field's value, in order, unchecked (for hot paths that made
+        every value themselves, such as parsing a record)."""
+        setters = cls.__dict__.get("_setters")
+        if setters is None:  # each slot's own descriptor, looked up once per class
+            setters = tuple(getattr(cls, name).__set__ for name in cls._fields())
+            type.__setattr__(cls, "_setters", setters)
+        if len(values) != len(setters):
+            raise TypeError(f"{cls.__name__} takes {len(setters)} values")
+        obj = object.__new__(cls)
+        for setter, value in zip(setters, values):  # noqa: B905 (checked above)
+            setter(obj, value)
+        return obj
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable; use .replace()")
 
@@ -83,12 +98,11 @@ class Value:
 
     def replace(self: V, **changes: Any) -> V:
         """A copy with some fields changed."""
-        values: dict[str, Any] = {n: getattr(self, n) for n in self._fields()}
-        unknown = set(changes) - set(values)
-        if unknown:
-            raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(unknown))}")
-        values.update(changes)
-        return type(self)(**values)
+        fields = self._fields()
+        values = tuple(changes.pop(n) if n in changes else getattr(self, n) for n in fields)
+        if changes:
+            raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(changes))}")
+        return type(self)._of(values)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields by name."""

@@ -66,7 +66,7 @@ def where(opts: Options, path_only: bool) -> None:
 
 def _receipt_dir(location: Any) -> Any:
     from ..location import state_home
-    from ..receipts import default_dir
+    from ..receiptdir import default_dir
 
     return default_dir(location.worktree_git_dir, state_home())
 
@@ -298,7 +298,7 @@ def list_(opts: Options, state: str | None, prefix: str | None) -> None:
     from ..reads import list_claims
 
     claims = [c.to_dict() for c in list_claims(open_store(opts), state=state, prefix=prefix)]
-    emit(opts, {"claims": claims}, output.claim_table(claims))
+    emit(opts, {"claims": claims}, None if opts.json else output.claim_table(claims))
 
 
 @command(cli, "free")
