@@ -21,7 +21,7 @@ from .claim import Claim, corrupt_error, judge
 from .clock import Now
 from .refname import encode, validate_resource
 from .store import Store
-from .value import Value
+from .value import Value, gc_paused
 from .waitqueue import waiting_for
 
 
@@ -116,7 +116,8 @@ def _judged(
     for the next read, in one write)."""
     now = Now.read()
     known = verified.load(store.git_dir)
-    claims = [judge(s, now, names.get(s.ref) if names else None, known=known) for s in snaps]
+    with gc_paused():
+        claims = [judge(s, now, names.get(s.ref) if names else None, known=known) for s in snaps]
     good = [c.oid for c in claims if c.record is not None and c.oid]
     if any(oid not in known for oid in good):
         verified.save(store.git_dir, good, known)

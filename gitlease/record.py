@@ -161,7 +161,7 @@ def parse(data: bytes) -> Record:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptRecordError("the record is not UTF-8 text") from None
-    match = _RECORD.fullmatch(text)
+    match = _whole_record(text)
     if match is not None:
         values: list[Any] = list(match.groups())  # the fields, then the signature
         if any(values[i] == "-" for i in _REQUIRED_AT):
@@ -230,13 +230,32 @@ _INT_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "int")
 _TIME_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "time")
 _STATE_AT = next(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr == "state")
 _MODE_AT = next(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr == "mode")
-_RECORD = re.compile(
-    re.escape(MAGIC)
-    + "\n"
-    + "".join(re.escape(name) + " " + _PATTERNS[kind] + "\n" for name, _, kind in _LAYOUT)
-    + "signature ([0-9a-f]+)\n",
-    re.DOTALL,
-)
+#: How many records this process parsed before the whole-record expression was compiled:
+#: it costs about 2 ms to compile, which a command that reads one record never repays.
+_PARSED_SLOWLY = [0]
+_LINE_BY_LINE = 8
+
+
+def _whole_record(text: str) -> re.Match[str] | None:
+    """The whole-record expression's match, once this process has parsed a few records."""
+    if _PARSED_SLOWLY[0] < _LINE_BY_LINE:
+        _PARSED_SLOWLY[0] += 1
+        return None
+    return _record_pattern().fullmatch(text)
+
+
+@lru_cache(maxsize=1)
+def _record_pattern() -> re.Pattern[str]:
+    """One regular expression for a whole record as gitlease writes it (compiled once)."""
+    return re.compile(
+        re.escape(MAGIC)
+        + "\n"
+        + "".join(re.escape(name) + " " + _PATTERNS[kind] + "\n" for name, _, kind in _LAYOUT)
+        + "signature ([0-9a-f]+)\n",
+        re.DOTALL,
+    )
+
+
 _PREFIXES = tuple(name + " " for name, _, _ in _LAYOUT)
 #: What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: a quoted string without
 #: these is written the one canonical way.

@@ -9,10 +9,26 @@ modules off it (``maintenance``, ``githooks``) use plain dataclasses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 V = TypeVar("V", bound="Value")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold the cycle collector while many small objects are built (a ``list`` of 10,000
+    claims: about a tenth of its time went to collections that find nothing, since values
+    hold no cycles). Objects are still freed as soon as nothing refers to them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Factory:
