@@ -283,7 +283,11 @@ def _buckets(directory: Path) -> list[int]:
 
 
 def sweep(
-    directory: Path, older_than: float = SPENT_RECEIPT_SECONDS, limit: int = SWEEP_LIMIT
+    directory: Path,
+    older_than: float = SPENT_RECEIPT_SECONDS,
+    limit: int = SWEEP_LIMIT,
+    *,
+    every_hour: bool = False,
 ) -> int:
     """Delete up to ``limit`` receipts that lost their token more than ``older_than`` ago.
 
@@ -293,13 +297,15 @@ def sweep(
     at most, and only hours that began ``older_than`` ago, so an acquire pays
     the same however many there are (a receipt written again since, by a
     retried release, waits for its own time). Receipts with a token are never
-    touched (``verify`` reports orphans). The number deleted.
+    touched (``verify`` reports orphans). ``every_hour`` (the retention pass, which
+    may take its time): look at every hour, and judge each receipt by its file's time
+    alone. The number deleted.
     """
     index_flat_receipts(directory)
     cutoff = time.time() - older_than
     removed = looked = 0
     for bucket in sorted(_buckets(directory)):
-        if looked >= limit or bucket * 3600 > cutoff:
+        if looked >= limit or (bucket * 3600 > cutoff and not every_hour):
             break  # (the hours after this one are younger still: nothing more to look at)
         bucket_dir = directory / _SPENT / str(bucket)
         try:
@@ -325,7 +331,7 @@ def sweep(
                 removed += 1
             remove(bucket_dir / entry)
         _rmdir_if_empty(bucket_dir)
-        if young:
+        if young and not every_hour:
             break  # the later hours are younger still
     return removed
 
