@@ -7,7 +7,11 @@
 4. the commit hook: extra wall time of `git commit` with the hooks over without, against
    `python -c pass` (goal <= 3x).
 
-Cases take turns round by round, so the machine's noise hits baseline and candidate alike.
+Every figure is followed by its parts, from a second run of the same command under
+bench/parts.py in the same round: the interpreter's start (`python -c pass`), imports, git
+processes, libgit2 writes, gitlease's own code, and the rest (process exit; for the hook,
+the shell script and git's own work). Cases take turns round by round, so the machine's
+noise hits baseline and candidate alike.
 
     python bench/cli.py [--repeat 30]
 """
@@ -18,12 +22,25 @@ import argparse
 import itertools
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from common import ENV, GITLEASE, PYTHON, make_repo, report, run_process, time_interleaved
+from common import (
+    ENV,
+    GITLEASE,
+    PYTHON,
+    load_line,
+    make_repo,
+    parts_process,
+    read_parts,
+    report,
+    report_parts,
+    run_process,
+)
 
 FLOOR = "import pygit2, click; from cryptography.hazmat.primitives.asymmetric import ed25519"
+OUT = Path(tempfile.mkdtemp(prefix="gitlease-bench-parts-"))
 
 
 def timed(args: list[str], cwd: Path) -> float:
@@ -36,54 +53,93 @@ def timed(args: list[str], cwd: Path) -> float:
 
 
 def reads(repo: Path, n: int) -> None:
-    print("2. read-only commands, whole process")
-    cases = {
-        "python -c pass": run_process([PYTHON, "-c", "pass"], repo),
-        "gitlease show": run_process([*GITLEASE, "show", "bench/held"], repo, True),
-        "gitlease list": run_process([*GITLEASE, "list"], repo, True),
-        "gitlease free (2 resources)": run_process(
-            [*GITLEASE, "free", "bench/held", "bench/other"], repo, True
-        ),
-        "gitlease check": run_process([*GITLEASE, "check", "bench/held"], repo, True),
+    print("2. read-only commands, whole process;", load_line())
+    commands = {
+        "gitlease show": ["show", "bench/held"],
+        "gitlease list": ["list"],
+        "gitlease free (2 resources)": ["free", "bench/held", "bench/other"],
+        "gitlease check": ["check", "bench/held"],
     }
-    samples = time_interleaved(cases, n)
-    bare = samples.pop("python -c pass")
-    report("python -c pass", bare)
-    for name, values in samples.items():
-        report(name, values, bare, "python -c pass", goal=5)
+    bare = run_process([PYTHON, "-c", "pass"], repo)
+    samples: dict[str, list[float]] = {"bare": [], **{k: [] for k in commands}}
+    parts: dict[str, list[dict[str, float]]] = {k: [] for k in commands}
+    calls = {k: run_process([*GITLEASE, *a], repo, True) for k, a in commands.items()}
+    probes = {k: parts_process(["gitlease", *a], repo, OUT / "p.json") for k, a in commands.items()}
+    for i in range(n + 1):
+        round_ = {"bare": _time(bare)}
+        for name in commands:
+            round_[name] = _time(calls[name])
+            probes[name]()
+            if i:
+                parts[name].append(read_parts(OUT / "p.json"))
+        if i:  # round 0 warms up
+            for key, value in round_.items():
+                samples[key].append(value)
+    report("python -c pass", samples["bare"])
+    for name in commands:
+        report(name, samples[name], samples["bare"], "python -c pass", goal=5)
+        report_parts(samples["bare"], parts[name], samples[name])
+
+
+def _time(call) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def writes(repo: Path, n: int) -> None:
-    print("3. writes, whole process")
+    print("3. writes, whole process;", load_line())
     counter = itertools.count()
-    samples: dict[str, list[float]] = {k: [] for k in ("floor", "acquire", "heartbeat", "release")}
-    for _ in range(n + 1):
+    keys = ("floor", "acquire", "heartbeat", "release")
+    samples: dict[str, list[float]] = {k: [] for k in (*keys, "bare")}
+    parts: dict[str, list[dict[str, float]]] = {k: [] for k in keys[1:]}
+    for i in range(n + 1):
         resource = f"bench/w{next(counter)}"
+        probe = f"bench/p{i}"
         round_ = {
+            "bare": timed([PYTHON, "-c", "pass"], repo),
             "floor": timed([PYTHON, "-c", FLOOR], repo),
             "acquire": timed([*GITLEASE, "acquire", resource, "--ttl", "1h", "--no-bind"], repo),
             "heartbeat": timed([*GITLEASE, "heartbeat", resource], repo),
             "release": timed([*GITLEASE, "release", resource], repo),
         }
-        if resource == "bench/w0":
-            continue  # warm-up round
-        for key, value in round_.items():
-            samples[key].append(value)
+        for verb, args in (
+            ("acquire", ["acquire", probe, "--ttl", "1h", "--no-bind"]),
+            ("heartbeat", ["heartbeat", probe]),
+            ("release", ["release", probe]),
+        ):
+            parts_process(["gitlease", *args], repo, OUT / "w.json", True)()
+            if i:
+                parts[verb].append(read_parts(OUT / "w.json"))
+        if i:  # round 0 warms up
+            for key, value in round_.items():
+                samples[key].append(value)
     report("import floor (pygit2, click, ed25519)", samples["floor"])
-    for verb in ("acquire", "heartbeat", "release"):
+    for verb in keys[1:]:
         report(f"gitlease {verb}", samples[verb], samples["floor"], "import floor", goal=1.15)
+        report_parts(samples["bare"], parts[verb], samples[verb])
 
 
 def hook(n: int) -> None:
-    print("4. commit hook: extra wall time of git commit (worktree bound to a live claim)")
+    print("4. commit hook: extra wall time of git commit (worktree bound to a live claim);")
+    print("  ", load_line())
     hooked, plain = make_repo(), make_repo()
     for args in (["hooks", "install"], ["acquire", "bench/commit", "--ttl", "1h"]):
         subprocess.run([*GITLEASE, *args], cwd=hooked, env=ENV, check=True, capture_output=True)
-    samples = time_interleaved(
+    check = parts_process(["hookcheck", "pre-commit"], hooked, OUT / "h.json")
+    runs: list[dict[str, float]] = []
+
+    def probe() -> None:
+        check()
+        runs.append(read_parts(OUT / "h.json"))
+
+    samples = time_interleaved_named(
         {
             "python -c pass": run_process([PYTHON, "-c", "pass"], plain),
             "without": committer(plain),
             "with": committer(hooked),
+            "check": run_process([PYTHON, "-m", "gitlease.hookcheck", "pre-commit"], hooked),
+            "probe": probe,
         },
         n,
     )
@@ -92,9 +148,22 @@ def hook(n: int) -> None:
     report("git commit without hooks", samples["without"])
     report("git commit with hooks", samples["with"])
     report("extra time of the hooks", extra, samples["python -c pass"], "python -c pass", goal=3)
+    report("  of which the check's process", samples["check"], samples["python -c pass"],
+           "python -c pass")  # fmt: skip
+    report_parts(samples["python -c pass"], runs[-n:], samples["check"])
 
 
-def committer(repo: Path):
+def time_interleaved_named(cases, n: int) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    for fn in cases.values():
+        fn()
+    out: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(n):
+        for name, fn in cases.items():
+            out[name].append(_time(fn))
+    return out
+
+
+def committer(repo: Path):  # type: ignore[no-untyped-def]
     counter = itertools.count()
 
     def commit() -> None:
@@ -109,7 +178,9 @@ def committer(repo: Path):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=30)
-    n = parser.parse_args().repeat
+    parser.add_argument("--only", choices=("reads", "writes", "hook"), default=None)
+    args = parser.parse_args()
+    n = args.repeat
     repo = make_repo()
     subprocess.run(
         [*GITLEASE, "acquire", "bench/held", "--ttl", "1h"],
@@ -118,9 +189,12 @@ def main() -> None:
         check=True,
         capture_output=True,
     )
-    reads(repo, n)
-    writes(repo, n)
-    hook(n)
+    if args.only in (None, "reads"):
+        reads(repo, n)
+    if args.only in (None, "writes"):
+        writes(repo, n)
+    if args.only in (None, "hook"):
+        hook(n)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,51 @@ def ms(samples: list[float]) -> str:
     )
 
 
+def load_line() -> str:
+    """The machine's load while measuring (the machines are shared: say how busy it was)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+PARTS = Path(__file__).resolve().parent / "parts.py"
+
+
+def parts_process(args: list[str], cwd: Path, out: Path, check: bool = True):
+    """A call that runs ``args`` (``gitlease ...`` or ``hookcheck HOOK``) under bench/parts.py,
+    which leaves where its time went in ``out``; ``read()`` then returns it."""
+    parts_args = [PYTHON, str(PARTS), str(out), *args]
+    return run_process(parts_args, cwd, check)
+
+
+def read_parts(out: Path) -> dict[str, float]:
+    import json
+
+    return json.loads(out.read_text())
+
+
+def report_parts(bare: list[float], runs: list[dict[str, float]], wall: list[float]) -> None:
+    """Print a command's wall time as its parts: the interpreter (``python -c pass``), imports,
+    git processes, libgit2 writes, gitlease's own code, and what is left (exit, the shell)."""
+    interp = median_ms(bare)
+    med = {k: statistics.median(r[k] for r in runs) * 1000 for k in ("imports", "git", "libgit2")}
+    calls = statistics.median(r["git_calls"] for r in runs)
+    total = statistics.median(r["total"] for r in runs) * 1000
+    ours = total - med["imports"] - med["git"] - med["libgit2"]
+    rest = median_ms(wall) - interp - total
+    line = (
+        f"    parts: interpreter {interp:.1f} + imports {med['imports']:.1f} + "
+        f"git {med['git']:.1f} ({calls:g} calls)"
+    )
+    if med["libgit2"]:
+        line += f" + libgit2 writes {med['libgit2']:.1f}"
+    line += f" + gitlease {ours:.1f} + other {rest:.1f} ms"
+    print(line, flush=True)
+
+
 def report(
     name: str,
     samples: list[float],
@@ -113,3 +158,48 @@ def report(
             line += f" (goal <= {goal}x: {'met' if ratio <= goal else 'NOT met'})"
     print(line, flush=True)
     return ratio
+
+
+def store_of(repo: Path) -> Path:
+    """The git dir of the store gitlease uses from ``repo`` (made if it does not exist yet)."""
+    from gitlease.location import ensure_exists, locate
+
+    location = locate(cwd=repo)
+    ensure_exists(location)
+    return location.git_dir
+
+
+def populate(repo: Path, count: int, prefix: str = "scale/", ttl_ms: int = 7_200_000) -> None:
+    """Write ``count`` active, validly signed claims into ``repo``'s store, fast: the records are
+    made and signed in this process and the refs set by one ``git update-ref --stdin``. (What
+    `list`, `free` and `verify` read is the same as after ``count`` acquires; the acquires
+    themselves would take minutes.)"""
+    import pygit2
+
+    from gitlease.clock import Now, rfc3339
+    from gitlease.record import GUARDED, HELD, Record, SigningKey, new_claim_id, new_token
+    from gitlease.refname import encode
+
+    git_dir = store_of(repo)
+    raw = pygit2.Repository(str(git_dir))
+    key = SigningKey(new_token())
+    now = Now.read()
+    stamp = rfc3339(now.wall_ms)
+    lines = []
+    for i in range(count):
+        resource = f"{prefix}{i}"
+        record = Record(
+            resource=resource, state=HELD, claim_id=new_claim_id(), owner="bench", revision=1,
+            bundle_id=None, mode=GUARDED, acquired_at=stamp, renewed_at=stamp, released_at=None,
+            expires_at=rfc3339(now.wall_ms + ttl_ms), renew_by=rfc3339(now.wall_ms + ttl_ms // 2),
+            ttl_ms=ttl_ms, boot_id=now.boot, boot_expires_ms=now.boot_ms + ttl_ms, note=None,
+            checkpoint=None, public_key=key.public_hex, previous=None,
+        ).signed(key)  # fmt: skip
+        oid = raw.create_blob(record.raw)
+        lines.append(f"update {encode(resource)} {oid}\n")
+    subprocess.run(
+        ["git", "--git-dir", str(git_dir), "update-ref", "--stdin"],
+        input="".join(lines).encode(),
+        env=ENV,
+        check=True,
+    )

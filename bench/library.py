@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """1. Library: one acquire+release cycle of gitlease, against filelock's SoftFileLease and
-against the raw cost of the same design (pygit2 blob write + transaction compare-and-swap).
+against the raw cost of the same design (two blob writes, two locked ref updates in pygit2).
+
+The three take turns, cycle by cycle, in one process, on the default store of a fresh
+repository (a bare repository under the per-user state directory). Then the gitlease cycle
+is run again with its time split into parts (each part's own time, innermost counts): libgit2
+(blob writes, ref transactions, ref reads), Ed25519 (key, sign, verify), receipt files,
+the resource's guard, and gitlease's own Python.
 
     python bench/library.py [--repeat 300]
 """
@@ -8,11 +14,15 @@ against the raw cost of the same design (pygit2 blob write + transaction compare
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from common import make_repo, report, time_it
+from common import load_line, make_repo, report, store_of
 
 
 def main() -> None:
@@ -27,7 +37,7 @@ def main() -> None:
     from gitlease.location import open_store
 
     repo = make_repo()
-    store = open_store(cwd=repo)  # the store the CLI uses there (the project's)
+    store = open_store(cwd=repo)
     counter = itertools.count()
 
     def gitlease_cycle() -> None:
@@ -42,7 +52,7 @@ def main() -> None:
         lease.acquire()
         lease.release()
 
-    raw = pygit2.Repository(str(repo / ".git"))
+    raw = pygit2.Repository(str(store_of(repo)))  # the same store, other refs
 
     def raw_cycle() -> None:
         """Two compare-and-swaps on a blob ref: the floor of this design."""
@@ -55,14 +65,98 @@ def main() -> None:
                 _ = current.target if current is not None else None
                 tx.set_target(ref, oid, message="raw")
 
-    soft = time_it(softfilelease_cycle, n)
-    floor = time_it(raw_cycle, n)
-    ours = time_it(gitlease_cycle, n)
-    print("1. library: acquire + release, in one process")
-    report("filelock.SoftFileLease acquire+release", soft)
-    report("raw pygit2 blob + transaction CAS (x2)", floor)
-    report("gitlease acquire+release", ours, soft, "SoftFileLease", goal=1.0)
-    report("gitlease acquire+release", ours, floor, "raw cycle", goal=1.5)
+    cases = {"soft": softfilelease_cycle, "raw": raw_cycle, "ours": gitlease_cycle}
+    for fn in cases.values():
+        for _ in range(20):
+            fn()  # warm up: caches, the first receipt directory, 50 refs each
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(n):
+        for name, fn in cases.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    print("1. library: acquire + release, in one process;", load_line())
+    report("filelock.SoftFileLease acquire+release", samples["soft"])
+    report("raw pygit2 blob + transaction CAS (x2)", samples["raw"])
+    report("gitlease acquire+release", samples["ours"], samples["soft"], "SoftFileLease")
+    report("gitlease acquire+release", samples["ours"], samples["raw"], "raw cycle", goal=1.5)
+    # CPU time of this process (user + system): what a busy machine's waiting leaves out
+    # (the kernel's clock ticks make single samples coarse; the medians of many are not)
+    report("  CPU: SoftFileLease", cpu["soft"])
+    report("  CPU: raw cycle", cpu["raw"])
+    report("  CPU: gitlease", cpu["ours"], cpu["raw"], "raw cycle", goal=1.5)
+    parts(gitlease_cycle, max(50, n // 3))
+
+
+_SPENT: dict[str, float] = defaultdict(float)
+_STACK: list[list[Any]] = []
+
+
+def _category(name: str, owner: Any, attr: str) -> None:
+    """Charge the time inside ``owner.attr`` to ``name`` (its own time: calls it makes into
+    another category are charged there)."""
+    real = getattr(owner, attr)
+
+    @functools.wraps(real)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        now = time.perf_counter()
+        if _STACK:
+            top = _STACK[-1]
+            _SPENT[top[0]] += now - top[1]
+        _STACK.append([name, now])
+        try:
+            return real(*args, **kwargs)
+        finally:
+            end = time.perf_counter()
+            top = _STACK.pop()
+            _SPENT[top[0]] += end - top[1]
+            if _STACK:
+                _STACK[-1][1] = end
+
+    setattr(owner, attr, call)
+
+
+def parts(cycle: Any, n: int) -> None:
+    from gitlease import (
+        bindings,
+        guards,
+        ownership,
+        receiptdir,
+        receipts,
+        record,
+        store,
+    )
+
+    for attr in ("compare_and_swap_many", "read", "read_blob", "_read_pygit2", "write_blob"):
+        _category("libgit2", store.Store, attr)
+    for attr in ("verify", "_signing_key"):
+        _category("ed25519", record, attr)
+    _category("ed25519", record.SigningKey, "sign")
+    for attr in ("write", "read", "check_directory", "private_dir"):
+        _category("receipt files", receipts, attr)
+    for attr in ("store_new", "retire", "sweep", "candidates", "held", "index_flat_receipts"):
+        _category("receipt files", receiptdir, attr)
+    for attr in ("bind", "unbind", "bindings"):
+        _category("receipt files", bindings, attr)
+    _category("receipt files", ownership, "_checked_dir")
+    _category("guard", guards, "hold")
+    totals = []
+    for _ in range(n):
+        start = time.perf_counter()
+        _STACK.append(["gitlease's own Python", start])
+        cycle()
+        end = time.perf_counter()
+        top = _STACK.pop()
+        _SPENT[top[0]] += end - top[1]
+        totals.append(end - start)
+    total = sum(totals)
+    line = ", ".join(
+        f"{k} {v / n * 1000:.3f} ms ({v / total:.0%})"
+        for k, v in sorted(_SPENT.items(), key=lambda kv: -kv[1])
+    )
+    print(f"    parts of a cycle (mean of {n}: {total / n * 1000:.2f} ms): {line}")
 
 
 if __name__ == "__main__":

@@ -1,47 +1,112 @@
 #!/usr/bin/env python3
-"""5. Scale: 10,000 active claims, loose and after `git pack-refs --all`.
+"""5. Scale: `list --json` at 100, 1,000 and 10,000 claims, cold and warm; `show` and
+`acquire` with 10,000 claims against with 10 (O(1)); `verify` and `free` over 10,000.
 
-`list` and `verify` times; `show` and `acquire` with 10,000 claims against with 10
-(goal <= 1.2x, i.e. O(1)); `free` over 10,000 candidates (one pass over the refs).
+Cold: this user's verified-records cache removed before the run, so every signature is
+checked; warm: the cache as the previous `list` left it (the usual case: records change
+one at a time). The claims are written straight into the store (signed records, one
+`git update-ref --stdin`), which is what 10,000 acquires would leave, in seconds instead
+of minutes. Each `list` figure is followed by its parts (bench/parts.py): interpreter,
+imports, the `git for-each-ref` (and `git config`) processes, gitlease's own code.
 
-    python bench/scale.py [--claims 10000] [--repeat 10]
+    python bench/scale.py [--claims 10000] [--repeat 10] [--layouts loose,packed]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
-from common import ENV, GITLEASE, make_repo, report, run_process, time_it
+from common import (
+    ENV,
+    GITLEASE,
+    PYTHON,
+    load_line,
+    make_repo,
+    parts_process,
+    populate,
+    read_parts,
+    report,
+    report_parts,
+    run_process,
+    store_of,
+)
+
+OUT = Path(tempfile.mkdtemp(prefix="gitlease-bench-parts-"))
 
 
-def populate(repo: Path, count: int) -> None:
-    """Write `count` active claims quickly through the library (one process)."""
-    import gitlease
-    from gitlease.location import open_store
+def cache_of(repo: Path) -> Path:
+    return store_of(repo) / "worklease" / f"verified-{os.getuid()}"
 
-    store = open_store(cwd=repo)  # the store the CLI uses there (the project's)
-    for i in range(count):
-        gitlease.acquire(store, f"scale/{i}", ttl="2h", bind=False)
+
+def list_figures(repos: dict[int, Path], n: int) -> None:
+    bare = run_process([PYTHON, "-c", "pass"], next(iter(repos.values())))
+    for count, repo in repos.items():
+        listing = run_process([*GITLEASE, "list", "--json"], repo, True)
+        probe = parts_process(["gitlease", "list", "--json"], repo, OUT / "l.json")
+        samples: dict[str, list[float]] = {"bare": [], "cold": [], "warm": []}
+        parts: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+        for i in range(n + 1):
+            round_ = {"bare": _time(bare)}
+            cache_of(repo).unlink(missing_ok=True)
+            round_["cold"] = _time(listing)
+            round_["warm"] = _time(listing)
+            cache_of(repo).unlink(missing_ok=True)
+            probe()
+            cold_parts = read_parts(OUT / "l.json")
+            probe()
+            if i:  # round 0 warms the file system's cache
+                parts["cold"].append(cold_parts)
+                parts["warm"].append(read_parts(OUT / "l.json"))
+                for key, value in round_.items():
+                    samples[key].append(value)
+        report(f"list --json, {count} claims, cold", samples["cold"])
+        report_parts(samples["bare"], parts["cold"], samples["cold"])
+        report(f"list --json, {count} claims, warm", samples["warm"], samples["bare"],
+               "python -c pass")  # fmt: skip
+        report_parts(samples["bare"], parts["warm"], samples["warm"])
+
+
+def _time(call) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def interleaved(cases: dict[str, object], n: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {k: [] for k in cases}
+    for fn in cases.values():
+        fn()  # type: ignore[operator]
+    for _ in range(n):
+        for name, fn in cases.items():
+            out[name].append(_time(fn))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--claims", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--layouts", default="loose,packed")
     args = parser.parse_args()
     n, big = args.repeat, args.claims
-    small_repo, big_repo = make_repo(), make_repo()
+    sizes = sorted({100, 1000, big} if big >= 1000 else {big})
+    repos = {size: make_repo() for size in sizes}
+    small = make_repo()
     started = time.perf_counter()
-    populate(small_repo, 10)
-    populate(big_repo, big)
-    print(f"5. scale: populated {big} claims in {time.perf_counter() - started:.1f}s")
+    for size, repo in repos.items():
+        populate(repo, size)
+    populate(small, 10)
+    print(f"5. scale: populated {sum(sizes) + 10} claims in {time.perf_counter() - started:.1f}s")
+    big_repo = repos[big]
     counter = itertools.count()
 
-    def acquire(repo: Path):
+    def acquire(repo: Path):  # type: ignore[no-untyped-def]
         return lambda: subprocess.run(
             [*GITLEASE, "acquire", f"fresh/{next(counter)}", "--no-bind"],
             cwd=repo,
@@ -52,7 +117,7 @@ def main() -> None:
 
     candidates = "\n".join(f"scale/{i}" for i in range(big)) + "\n"
 
-    def free(repo: Path):
+    def free(repo: Path):  # type: ignore[no-untyped-def]
         return lambda: subprocess.run(
             [*GITLEASE, "free", "-"],
             cwd=repo,
@@ -63,34 +128,39 @@ def main() -> None:
             check=True,
         )
 
-    for layout in ("loose", "packed"):
+    for layout in args.layouts.split(","):
         if layout == "packed":
-            for repo in (small_repo, big_repo):
-                store = subprocess.run(
-                    [*GITLEASE, "where", "--path"], cwd=repo, env=ENV, capture_output=True,
-                    text=True, check=True,
-                ).stdout.strip()  # fmt: skip
+            for repo in (*repos.values(), small):
                 subprocess.run(
-                    ["git", f"--git-dir={store}", "pack-refs", "--all"], env=ENV, check=True
+                    ["git", "--git-dir", str(store_of(repo)), "pack-refs", "--all"],
+                    env=ENV,
+                    check=True,
                 )
-        print(f"-- {layout} refs")
-        show_small = time_it(run_process([*GITLEASE, "show", "scale/5"], small_repo, True), n)
-        show_big = time_it(run_process([*GITLEASE, "show", "scale/5"], big_repo, True), n)
-        report("show, 10 claims", show_small)
-        report(f"show, {big} claims", show_big, show_small, "10 claims", goal=1.2)
-        acq_small = time_it(acquire(small_repo), n)
-        acq_big = time_it(acquire(big_repo), n)
-        report("acquire, 10 claims", acq_small)
-        report(f"acquire, {big} claims", acq_big, acq_small, "10 claims", goal=1.2)
-        report(
-            f"list, {big} claims",
-            time_it(run_process([*GITLEASE, "list", "--json"], big_repo, True), max(3, n // 3)),
+        print(f"-- {layout} refs;", load_line())
+        list_figures(repos, max(3, n // 2))
+        got = interleaved(
+            {
+                "show small": run_process([*GITLEASE, "show", "scale/5"], small, True),
+                "show big": run_process([*GITLEASE, "show", "scale/5"], big_repo, True),
+                "acquire small": acquire(small),
+                "acquire big": acquire(big_repo),
+            },
+            n,
         )
-        report(
-            f"verify, {big} claims",
-            time_it(run_process([*GITLEASE, "verify"], big_repo, True), max(3, n // 3)),
+        report("show, 10 claims", got["show small"])
+        report(f"show, {big} claims", got["show big"], got["show small"], "10 claims", goal=1.2)
+        report("acquire, 10 claims", got["acquire small"])
+        report(f"acquire, {big} claims", got["acquire big"], got["acquire small"], "10 claims",
+               goal=1.2)  # fmt: skip
+        heavy = interleaved(
+            {
+                "verify": run_process([*GITLEASE, "verify"], big_repo, True),
+                "free": free(big_repo),
+            },
+            max(3, n // 3),
         )
-        report(f"free over {big} candidates", time_it(free(big_repo), max(3, n // 3)))
+        report(f"verify, {big} claims", heavy["verify"])
+        report(f"free over {big} candidates (warm)", heavy["free"])
 
 
 if __name__ == "__main__":

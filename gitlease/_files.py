@@ -31,13 +31,17 @@ _FUTURE_SLACK_SECONDS = 1.0
 _HELD = threading.local()  # path -> descriptor of the flocks this thread holds
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool, mode: int = 0o600) -> None:
+def atomic_write(
+    path: Path, data: bytes, *, durable: bool, mode: int = 0o600, exclusive: bool = False
+) -> None:
     """Replace ``path`` with ``data`` through a temporary file in the same directory.
 
     Readers see the old content or the new, never a torn file. ``durable``: fsync
     the file before the rename and the directory after it, so the new content
     survives a power cut; otherwise a crash may leave the old content. The
-    temporary file is created exclusively and never through a symlink. Raises
+    temporary file is created exclusively and never through a symlink.
+    ``exclusive``: ``path`` must not exist yet (``FileExistsError`` otherwise); the
+    file appears whole, by a hard link, so it is never replaced. Raises
     ``OSError``; the caller says what the file was.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.gitlease")
@@ -53,7 +57,11 @@ def atomic_write(path: Path, data: bytes, *, durable: bool, mode: int = 0o600) -
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)

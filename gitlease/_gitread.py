@@ -124,8 +124,8 @@ def parse_for_each_ref(out: bytes) -> list[Snapshot]:
         stop = start + int(size)
         data = out[start:stop]
         pos = stop + 1  # for-each-ref ends every entry with a newline
-        if kind == "blob":
-            snapshots.append(Snapshot(ref, oid, data))
+        if kind == "blob":  # (every field given: once per ref of the store)
+            snapshots.append(Snapshot._of((ref, oid, data, None, None)))
         else:
             snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))
     return snapshots

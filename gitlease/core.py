@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from typing import TypeVar
 
+from . import bindings as bindings_mod
 from . import guards as guards_mod
-from . import highwater, keepers, ownership
-from . import receipts as receipts_mod
+from . import highwater, keepers, ownership, reservation
 from ._gitread import Snapshot
 from .claim import (
     Claim,
@@ -101,16 +101,16 @@ def acquire_claims(
     """Take every resource of ``request`` or none: (the new claims in order, the receipt)."""
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
-        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+        reservation.check_explicit_location(request.receipt, str(store.git_dir))
     line = Line(store.git_dir, request.refs)
     _check_bindings(store, request)  # likewise, before anything is written
 
     def attempt() -> tuple[list[Claim], Receipt]:
         _refuse_early(store, request, line)
-        reserve = receipts_mod.reserve(request.receipt, str(store.git_dir))
+        reserve = reservation.reserve(request.receipt, str(store.git_dir))
         with guards(store, request.refs), reserve as held:
             written, rec = _take(store, request, held)
-        bound = _finish(store, request, rec)
+        bound = _finish(store, request, rec, written)
         return [c.replace(bound=bound) for c in written], rec
 
     return retry_until(
@@ -131,10 +131,10 @@ def _check_bindings(store: Store, request: AcquireRequest) -> None:
     directory others can write is USAGE): a failure after the write must be undone."""
     wt = store.location.worktree_git_dir
     if _binds(store, request) and wt is not None:
-        receipts_mod.check_bindings_dir(wt)
+        bindings_mod.check_bindings_dir(wt)
 
 
-def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
+def _finish(store: Store, request: AcquireRequest, rec: Receipt, written: list[Claim]) -> bool:
     """After the write: bind this worktree (True if it did), tidy old receipts.
 
     The claims are written by now, so no failure may leave them behind with an exit
@@ -145,7 +145,7 @@ def _finish(store: Store, request: AcquireRequest, rec: Receipt) -> bool:
     bound = _binds(store, request)
     if bound:
         try:
-            ownership.bind_all(store, rec)
+            ownership.bind_all(store, rec, written)
         except BaseException as exc:
             undo_acquire(store, rec, exc)
             undone = _undone(exc)
@@ -260,7 +260,7 @@ def _queued_error(claim: Claim, ahead: int, *, queued: bool) -> HeldError:
 
 
 def _take(
-    store: Store, request: AcquireRequest, held: receipts_mod.Reserved | None
+    store: Store, request: AcquireRequest, held: reservation.Reserved | None
 ) -> tuple[list[Claim], Receipt]:
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
     write the receipt, then compare-and-swap every ref."""
@@ -292,7 +292,7 @@ def _take(
         store, request.refs[0], records[0].claim_id, bundle_id
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
-    receipts_mod.write(rec, exclusive=request.receipt is None, reserved=held)
+    ownership.write_new(store, rec, held)
     return _commit_acquire(store, rec, snaps, records, now), rec
 
 
@@ -353,7 +353,7 @@ def _commit_acquire(
         if landed == len(records):
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         elif landed == 0:
-            receipts_mod.remove(rec.path)
+            ownership.discard(store, rec)
             raise
         else:
             raise AmbiguousError(
@@ -398,14 +398,14 @@ def acquire_first_free(
     """
     store.prepare_write()
     if request.receipt is not None:  # a path that must not be written: refused at once
-        receipts_mod.check_explicit_location(request.receipt, str(store.git_dir))
+        reservation.check_explicit_location(request.receipt, str(store.git_dir))
     _check_bindings(store, request)  # likewise, before anything is written
     line = Line(store.git_dir, request.refs)
     skipped: dict[str, Claim] = {}
 
     def attempt() -> tuple[Claim, Receipt]:
         claim, rec = _take_first_free(store, request, line, skipped)
-        return claim.replace(bound=_finish(store, request, rec)), rec
+        return claim.replace(bound=_finish(store, request, rec, [claim])), rec
 
     claim, rec = retry_until(
         request.wait_ms, attempt, on_wait, line=line, longest_pause=store.wait_poll_seconds
@@ -429,7 +429,7 @@ def _take_first_free(
         skipped.clear()
         now = Now.read()
         if request.receipt is not None:  # a live one is refused here, not taken for a lost race
-            with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+            with reservation.reserve(request.receipt, str(store.git_dir)) as held:
                 if held is not None:
                     ownership.refuse_live_explicit(store, held, now)
         snaps = store.read_many(request.refs)
@@ -449,7 +449,7 @@ def _take_first_free(
             try:
                 with store.guard(snap.ref, wait=guard_wait):
                     guarded = True
-                    with receipts_mod.reserve(request.receipt, str(store.git_dir)) as held:
+                    with reservation.reserve(request.receipt, str(store.git_dir)) as held:
                         written, rec = _take(store, one, held)
                 return written[0], rec
             except HeldError:
@@ -549,7 +549,9 @@ def renew_claims(
                         claim=claim.to_dict(),
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
-            return _write(store, rec, plans, "heartbeat", now)
+            written = _write(store, rec, plans, "heartbeat", now)
+            ownership.note_landed(store, written)  # (under the guards: no release between)
+            return written
 
     # From what this host last saw: its own writes are mirrored at once, and if the
     # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
@@ -621,11 +623,8 @@ def release_claims(
     }:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
-        receipts_mod.write(receipts_mod.without_token(rec), exclusive=False)
-    wt = store.location.worktree_git_dir
-    if wt is not None:
-        for claim_ref in claim_refs:
-            receipts_mod.unbind(wt, claim_ref.ref, claim_ref.claim_id)
+        ownership.retire(store, rec)
+    ownership.unbind_all(store, claim_refs)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
 
@@ -655,8 +654,10 @@ def check_claims(
         snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in wanted]
     read = _refuse_partial(store, rec, {s.ref: s for s in snaps})
     snaps = [read[c.ref] for c in claim_refs]
+    # A record whose object id the binding holds is the holder's own last write, byte for
+    # byte (the id is checked against the bytes): no signature to check, no key to derive.
     return [
-        _held_now(judge(snap, now, c.resource), rec, c, now, need_ms)
+        _held_now(judge(snap, now, c.resource, known=(c.oid,)), rec, c, now, need_ms)
         for c, snap in zip(claim_refs, snaps, strict=True)
     ]
 

@@ -33,6 +33,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar
 
+from . import bindings as bindings_mod
 from . import receipts as receipts_mod
 from .errors import CorruptRecordError, GitleaseError, StoreError, UsageError
 from .refname import LEAF_SUFFIX, PREFIX, decode, encode
@@ -664,7 +665,7 @@ def add_trailers(message: Path, git: Git | None = None) -> list[str]:
 
 def _bound_trailers(git_dir: Path) -> list[Trailer]:
     out = []
-    for binding in receipts_mod.bindings(git_dir):
+    for binding in bindings_mod.bindings(git_dir):
         if isinstance(binding, Path):
             raise UsageError(f"the binding {binding} is unreadable; run `gitlease unbind`")
         receipt = receipts_mod.read(Path(binding.receipt))

@@ -39,9 +39,9 @@ def _own_receipt(
     store: Store, resource: str | None, receipt: str | os.PathLike[str] | None
 ) -> tuple[Receipt, ClaimRef] | None:
     """The caller's receipt for an active claim, if it has one here; None otherwise."""
-    from . import receipts as receipts_mod
+    from . import reservation
 
-    if receipts_mod.explicit_path(receipt) is not None:
+    if reservation.explicit_path(receipt) is not None:
         return ownership.load_receipt(store, resource, receipt)
     if resource is None:
         raise UsageError("name a RESOURCE or pass --receipt")

@@ -50,6 +50,7 @@ from .errors import (
     UsageError,
 )
 from .keepers import Keeper
+from .receiptdir import LOG_SUFFIX, log_path
 from .receipts import ClaimRef, Receipt
 from .store import Store
 
@@ -58,8 +59,6 @@ DEFAULT_MAX = "4h"
 START_TIMEOUT_SECONDS = 30.0
 #: Without a pidfd (old kernels), how often the watched process is looked at.
 POLL_SECONDS = 0.5
-#: The log sits next to the receipt: ``<receipt without .json>.keepalive.log``.
-LOG_SUFFIX = ".keepalive.log"
 #: Logs of receipts that are gone are deleted once they are this old.
 OLD_LOG_SECONDS = 86_400
 _ERRORS: dict[int, type[GitleaseError]] = {
@@ -197,12 +196,6 @@ def start(
     }
     keeper = _spawn(spec)
     return keeper, [c.replace(keepalive=keeper) for c in claims]
-
-
-def log_path(receipt_path: Path) -> Path:
-    """Where the keepalive of a receipt logs: next to it, private like it."""
-    name = receipt_path.name.removesuffix(".json")
-    return receipt_path.with_name(name + LOG_SUFFIX)
 
 
 def _keeper_env() -> dict[str, str]:

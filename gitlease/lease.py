@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from . import bindings as bindings_mod
 from . import core, ownership, request
 from . import receipts as receipts_mod
+from .bindings import Binding
 from .claim import Claim
 from .clock import parse_duration_ms
 from .errors import UsageError
-from .receipts import Binding, Receipt
+from .receipts import Receipt
 from .request import AcquireOptions
 from .store import Store
 from .value import Value
@@ -136,7 +138,7 @@ def bind(store: Store, resource: str, receipt: Receipted = None) -> Claim:
     store.refresh()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
     claim = core.check_claims(store, rec, [claim_ref], 0)[0]
-    receipts_mod.bind(wt, Binding(claim.resource, claim.ref, claim_ref.claim_id, str(rec.path)))
+    bindings_mod.bind(wt, Binding(claim.resource, claim.ref, claim_ref.claim_id, str(rec.path)))
     return claim.replace(bound=True)
 
 
@@ -146,12 +148,12 @@ def unbind(store: Store, resource: str | None = None) -> list[str]:
     if wt is None:
         raise UsageError("unbind needs a git worktree: run it inside one")
     removed = []
-    for b in receipts_mod.bindings(wt):
+    for b in bindings_mod.bindings(wt):
         if isinstance(b, Path):
             if resource is None:
                 receipts_mod.remove(b)
             continue
         if resource is None or b.resource == resource:
-            receipts_mod.unbind(wt, b.ref)
+            bindings_mod.unbind(wt, b.ref)
             removed.append(b.resource)
     return removed

@@ -160,9 +160,9 @@ def open_store(
     ensure_exists(location)
     if remote == "":
         return Store(location)
-    from . import remote as remote_mod  # a remote store costs a module the hook never needs
-
     chosen = coordinator.choose(location, remote)
     if chosen is None:
         return Store(location)
+    from . import remote as remote_mod  # a remote store costs modules a local one never needs
+
     return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)

@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import floors, guards, highwater, keepers, retention
+from . import floors, guards, highwater, keepers, receiptdir, retention
 from . import receipts as receipts_mod
 from ._files import atomic_write, flock_polling, is_stale, lock_age, mtime, open_lock_file
 from ._gitread import Snapshot, named_ids, parse_reflog
@@ -369,14 +369,7 @@ def _orphan_receipts(
     """Receipts here whose claim is not the current one: they can never prove anything again."""
     directory = receipt_dir(store)
     problems: list[Problem] = []
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return problems
-    for name in names:
-        path = directory / name
-        if not name.endswith(".json") or name.startswith("."):
-            continue
+    for path in receiptdir.every_receipt(directory):
         try:
             rec = receipts_mod.read(path)
         except GitleaseError as exc:
@@ -762,7 +755,7 @@ def _tidy_guards(store: Store, refs: set[str], result: Retention) -> None:
 def _tidy_receipts(store: Store, claims: dict[str, Claim], now: Now, result: Retention) -> None:
     """This worktree's receipts that can prove nothing: released more than a day ago, or
     naming no current claim (the rules of acquire and of ``verify --repair``)."""
-    removed = receipts_mod.remove_spent(receipt_dir(store))
+    removed = receiptdir.sweep(receipt_dir(store), limit=1 << 30, every_hour=True)
     removed += sum(p.repaired for p in _orphan_receipts(store, claims, now, repair=True))
     result.removed["receipts"] += removed
 

@@ -2,22 +2,30 @@
 
 A caller holds a claim when it has the receipt whose token derives the key in
 the current record (docs/concepts.md). This module finds receipts (an explicit
-``--receipt``/``GITLEASE_RECEIPT``, else the current worktree's), tells a
-receipt's claim from the record now at the ref, and tidies receipts that can
-never prove anything again.
+``--receipt``/``GITLEASE_RECEIPT``, else the current worktree's, through
+:mod:`gitlease.receiptdir`), tells a receipt's claim from the record now at the
+ref, keeps receipts up to date with what was written (the object id of each
+record that landed, the token gone after release), and tidies receipts that
+can never prove anything again.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from . import bindings as bindings_mod
+from . import receiptdir, reservation
 from . import receipts as receipts_mod
 from ._files import mtime
 from ._gitread import Snapshot
-from .claim import Claim, judge
+from .bindings import Binding
+from .claim import Claim, is_ours, judge
 from .clock import Now
 from .errors import (
+    CorruptRecordError,
     GitleaseError,
     HeldError,
     LostError,
@@ -26,15 +34,29 @@ from .errors import (
     UsageError,
 )
 from .location import state_home
-from .receipts import Binding, ClaimRef, Receipt
-from .record import RELEASED, Record, SigningKey, parse
+from .receipts import ClaimRef, Receipt
+from .record import RELEASED, Record, SigningKey, known, parse
 from .refname import encode, validate_resource
 from .store import Store
 
 
 def receipt_dir(store: Store) -> Path:
     """Where this worktree's receipts live (per-user state outside a worktree)."""
-    return receipts_mod.default_dir(store.location.worktree_git_dir, state_home())
+    wt = store.location.worktree_git_dir
+    return _worktree_receipts(wt) if wt is not None else receiptdir.default_dir(None, state_home())
+
+
+@functools.lru_cache(maxsize=16)
+def _worktree_receipts(worktree_git_dir: Path) -> Path:
+    return receiptdir.default_dir(worktree_git_dir, Path())
+
+
+def _checked_dir(store: Store) -> Path:
+    """The receipt directory, refused (USAGE) if others could change it; it may not exist."""
+    directory = receipt_dir(store)
+    if os.path.lexists(directory):
+        receipts_mod.check_directory(directory)
+    return directory
 
 
 def load_receipt(
@@ -43,30 +65,43 @@ def load_receipt(
     """Find the caller's receipt: ``--receipt``/``GITLEASE_RECEIPT``, else this worktree's."""
     if resource is not None:
         validate_resource(resource)
-    explicit = receipts_mod.explicit_path(receipt)
+    explicit = reservation.explicit_path(receipt)
     if explicit is not None:
         rec = receipts_mod.read(explicit)
         _same_store(store, rec)
         return rec, _pick_claim(rec, resource)
-    directory = receipt_dir(store)
+    directory = _checked_dir(store)
     if resource is None:
         return _only_receipt(store, directory)
     ref = encode(resource)
-    current = judge(store.read(ref), Now.read(), resource)
-    current_id = current.record.claim_id if current.record else None
+    snap = store.read(ref)
+    # The record's claim and bundle ids, unverified, only say which files to look at: the
+    # receipt chosen is judged against the verified record by the caller.
+    hint = _unverified(snap.data)
+    paths = receiptdir.candidates(
+        directory, ref, hint.claim_id if hint else None, hint.bundle_id if hint else None
+    )
     first_error: GitleaseError | None = None
-    matches: list[tuple[Receipt, ClaimRef]] = []
-    for path in receipts_mod.candidates(directory, ref):
+    found: list[tuple[Receipt, ClaimRef]] = []
+    for path in paths:
         try:
             rec = receipts_mod.read(path)
         except ReceiptError as exc:
             first_error = first_error or exc
             continue
         claim_ref = rec.claim_for(resource)
-        if claim_ref is None:
-            continue
+        if claim_ref is not None:
+            found.append((rec, claim_ref))
+    # The record this worktree last wrote, by its binding, needs no signature check (the id
+    # is checked against the bytes: see claim.verified); the caller gets the id along.
+    wt = store.location.worktree_git_dir
+    written = bindings_mod.written_oid(wt, ref) if wt is not None else None
+    current = judge(snap, Now.read(), resource, known=(written,))
+    current_id = current.record.claim_id if current.record else None
+    matches: list[tuple[Receipt, ClaimRef]] = []
+    for rec, claim_ref in found:
         if claim_ref.claim_id == current_id:
-            return rec, claim_ref
+            return rec, with_written_oid(store, claim_ref)
         matches.append((rec, claim_ref))
     if matches:
         return max(matches, key=lambda m: m[1].revision)
@@ -79,6 +114,16 @@ def load_receipt(
     )
 
 
+def _unverified(data: bytes | None) -> Record | None:
+    """The record in ``data`` as it reads, signature unchecked (None if it does not parse)."""
+    if data is None:
+        return None
+    try:
+        return known(data) or parse(data)
+    except CorruptRecordError:
+        return None
+
+
 def _same_store(store: Store, rec: Receipt) -> Receipt:
     """``rec``, if it is a receipt of ``store`` (USAGE otherwise: bundle commands too)."""
     if rec.store != str(store.git_dir):
@@ -89,6 +134,7 @@ def _same_store(store: Store, rec: Receipt) -> Receipt:
 
 
 def _pick_claim(rec: Receipt, resource: str | None) -> ClaimRef:
+    """The claim of ``rec`` on ``resource`` (its only claim when None; USAGE for a bundle)."""
     if resource is None:
         if len(rec.claims) == 1:
             return rec.claims[0]
@@ -120,22 +166,23 @@ def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
 def _receipts_here(
     store: Store, directory: Path, *, bundles: bool
 ) -> tuple[list[Receipt], list[Receipt]]:
-    """(with a token, without) among this store's single-claim or bundle receipts here."""
+    """(with a token, without) among this store's single-claim or bundle receipts here: those
+    the index holds as held, and (only if none is) those spent in the last hour that has any."""
+    live, spent = _read_all(store, receiptdir.held(directory, bundles=bundles))
+    if not live:
+        more_live, more_spent = _read_all(
+            store, receiptdir.recently_spent(directory, bundles=bundles)
+        )
+        live, spent = more_live, spent + more_spent
+    return live, spent
+
+
+def _read_all(store: Store, paths: Sequence[Path]) -> tuple[list[Receipt], list[Receipt]]:
     live: list[Receipt] = []
     spent: list[Receipt] = []
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        names = []
-    for name in names:
-        if (
-            not name.endswith(".json")
-            or name.startswith(".")
-            or name.startswith("bundle-") != bundles
-        ):
-            continue
+    for path in paths:
         try:
-            rec = receipts_mod.read(directory / name)
+            rec = receipts_mod.read(path)
         except GitleaseError:
             continue
         if rec.store == str(store.git_dir):
@@ -147,12 +194,16 @@ def load_bundle_receipt(
     store: Store, bundle_id: str | None, receipt: str | os.PathLike[str] | None
 ) -> Receipt:
     """A bundle's receipt: ``--receipt``, by bundle id, or the one bundle held here."""
-    explicit = receipts_mod.explicit_path(receipt)
+    explicit = reservation.explicit_path(receipt)
     if explicit is not None:
         return _same_store(store, receipts_mod.read(explicit))
-    directory = receipt_dir(store)
+    directory = _checked_dir(store)
     if bundle_id is not None:
-        return _same_store(store, receipts_mod.read(receipts_mod.bundle_path(directory, bundle_id)))
+        path = receiptdir.bundle_path(directory, bundle_id)
+        flat = directory / f"bundle-{bundle_id}.json"  # the layout before this one
+        if not os.path.lexists(path) and os.path.lexists(flat):
+            path = flat
+        return _same_store(store, receipts_mod.read(path))
     live, spent = _receipts_here(store, directory, bundles=True)
     if len(live) == 1:
         return live[0]
@@ -189,7 +240,9 @@ def owned_record(claim: Claim, receipt: Receipt, claim_ref: ClaimRef) -> Record:
         if record.state == RELEASED:
             return record
         raise ReceiptError(f"receipt {receipt.path} has no token", claim=claim.to_dict())
-    if SigningKey(receipt.token).public_hex != record.public_key:
+    if not is_ours(claim_ref, record.raw) and SigningKey(receipt.token).public_hex != (
+        record.public_key
+    ):  # (the record this holder last wrote, byte for byte, is signed with its key)
         raise LostError(
             f"{claim.resource}: the record's key does not match receipt {receipt.path}; "
             "the record was replaced or forged",
@@ -203,7 +256,10 @@ def own_receipt_for(store: Store, claim: Claim, explicit: Path | None) -> Path |
     record = claim.record
     if record is None:
         return None
-    paths = [explicit] if explicit else receipts_mod.candidates(receipt_dir(store), claim.ref)
+    if explicit:
+        paths = [explicit]
+    else:
+        paths = receiptdir.candidates(receipt_dir(store), claim.ref, record.claim_id)
     for path in paths:
         try:
             rec = receipts_mod.read(path)
@@ -216,7 +272,7 @@ def own_receipt_for(store: Store, claim: Claim, explicit: Path | None) -> Path |
     return None
 
 
-def refuse_live_explicit(store: Store, held: receipts_mod.Reserved, now: Now) -> None:
+def refuse_live_explicit(store: Store, held: reservation.Reserved, now: Now) -> None:
     """An explicit receipt path that still proves an active claim is never overwritten
     (``held``: the path, reserved; anything but a receipt of this store was refused there)."""
     old, path = held.previous, held.path
@@ -236,8 +292,8 @@ def default_receipt_path(store: Store, ref: str, claim_id: str, bundle_id: str |
     """A fresh receipt's place in this worktree: one file per claim attempt (or bundle)."""
     directory = receipt_dir(store)
     if bundle_id is not None:
-        return receipts_mod.bundle_path(directory, bundle_id)
-    return receipts_mod.default_path(directory, ref, claim_id)
+        return receiptdir.bundle_path(directory, bundle_id)
+    return receiptdir.receipt_path(directory, ref, claim_id)
 
 
 #: How far back a member's chain is followed to find the bundle's record in it.
@@ -310,33 +366,96 @@ def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
     wt = store.location.worktree_git_dir
     bound = set()
     if wt is not None:
-        bound = {(b.ref, b.claim_id) for b in receipts_mod.bindings(wt) if isinstance(b, Binding)}
+        bound = {(b.ref, b.claim_id) for b in bindings_mod.bindings(wt) if isinstance(b, Binding)}
     return [c.replace(bound=bool(c.record and (c.ref, c.record.claim_id) in bound)) for c in claims]
 
 
-def bind_all(store: Store, rec: Receipt) -> None:
-    """Bind this worktree to every claim of ``rec`` (the commit hooks check them)."""
+def write_new(store: Store, rec: Receipt, reserved: reservation.Reserved | None) -> None:
+    """Write a fresh receipt before its claims are (an explicit path in place, under its lock;
+    this worktree's receipt through :func:`gitlease.receiptdir.store_new`)."""
+    if reserved is not None:
+        reserved.write(rec)
+    else:
+        receiptdir.store_new(receipt_dir(store), rec)
+
+
+def note_landed(store: Store, claims: Sequence[Claim]) -> None:
+    """After a heartbeat landed: this worktree's bindings of these claims name the new records.
+
+    Called under the guards, after the compare-and-swap: the id is then the
+    holder's own last record, which lets the commit check and ``check`` skip the
+    signature (:func:`gitlease.claim.is_ours`).
+    """
+
     wt = store.location.worktree_git_dir
     if wt is None:
         return
+    for claim in claims:
+        if claim.record is not None and claim.oid is not None:
+            bindings_mod.note_written(wt, claim.ref, claim.record.claim_id, claim.oid)
+
+
+def with_written_oid(store: Store, claim_ref: ClaimRef) -> ClaimRef:
+    """``claim_ref`` with the object id of this worktree's last record of it, if the binding
+    knows it (:func:`gitlease.bindings.written_oid`)."""
+    wt = store.location.worktree_git_dir
+    oid = bindings_mod.written_oid(wt, claim_ref.ref, claim_ref.claim_id) if wt else None
+    return claim_ref if oid is None else claim_ref.replace(oid=oid)
+
+
+def discard(store: Store, rec: Receipt) -> None:
+    """Remove the receipt of an acquire that wrote nothing."""
+    directory = receipt_dir(store)
+    if rec.path.parent.parent == directory:
+        receiptdir.discard(directory, rec)
+    else:
+        receipts_mod.remove(rec.path)
+
+
+def retire(store: Store, rec: Receipt) -> None:
+    """Take the token out of a receipt once nothing it proves is held; a day later it goes."""
+    spent = receipts_mod.without_token(rec)
+    receipts_mod.write(spent, exclusive=False)
+    receiptdir.retire(receipt_dir(store), spent)
+
+
+def bind_all(store: Store, rec: Receipt, claims: Sequence[Claim] = ()) -> None:
+    """Bind this worktree to every claim of ``rec`` (the commit hooks check them); ``claims``:
+    the records just written, whose object ids the bindings then name."""
+    wt = store.location.worktree_git_dir
+    if wt is None:
+        return
+    oids = {c.ref: c.oid for c in claims}
     for c in rec.claims:
-        receipts_mod.bind(wt, Binding(c.resource, c.ref, c.claim_id, str(rec.path)))
+        binding = Binding(c.resource, c.ref, c.claim_id, str(rec.path), oids.get(c.ref))
+        bindings_mod.bind(wt, binding)
+
+
+def unbind_all(store: Store, claim_refs: Sequence[ClaimRef]) -> None:
+    """Remove this worktree's bindings to these claims (not a newer claim's)."""
+    wt = store.location.worktree_git_dir
+    if wt is not None:
+        for claim_ref in claim_refs:
+            bindings_mod.unbind(wt, claim_ref.ref, claim_ref.claim_id)
 
 
 def tidy(rec: Receipt) -> None:
     """Drop this worktree's receipts that can never prove anything again.
 
-    Those of released claims, once a day old (any resource), and the older ones
-    of the same resource: a receipt of a lower or equal revision belongs to a
-    claim that was replaced (or to a racing acquire whose compare-and-swap must
-    fail); a token-less one to a released claim.
+    A few of those that lost their token a day ago (any resource, oldest
+    first: :func:`gitlease.receiptdir.sweep`), and the older ones of the same
+    resource: a receipt of a lower or equal revision belongs to a claim that
+    was replaced (or to a racing acquire whose compare-and-swap must fail); a
+    token-less one to a released claim. Both cost the same however many
+    receipts the worktree has.
     """
-    receipts_mod.remove_spent(rec.path.parent)
+    directory = rec.path.parent.parent
+    receiptdir.sweep(directory)
     if rec.bundle_id is not None:
         return
     claim = rec.claims[0]
-    for path in receipts_mod.candidates(rec.path.parent, claim.ref):
-        if path == rec.path or path.name.startswith("bundle-"):
+    for path in receiptdir.candidates(directory, claim.ref):
+        if path == rec.path or path.parent.name == "bundles":
             continue
         try:
             old = receipts_mod.read(path)
@@ -346,4 +465,4 @@ def tidy(rec: Receipt) -> None:
         if old.store != rec.store:
             continue  # a claim in another store (--store): not ours to judge
         if mine and (old.token is None or mine.revision < claim.revision):
-            receipts_mod.remove(path)
+            receiptdir.remove_receipt(directory, old)

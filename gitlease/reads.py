@@ -1,9 +1,11 @@
 """Reading claims without owning them: show, list, free, log.
 
 Reads never take a guard and never write, except that a remote store fetches
-first (:meth:`~gitlease.store.Store.refresh`). A record that does not verify
-is shown as ``invalid``: ``show`` exits STORE on it, ``list`` carries on,
-``free`` never offers it (docs/reference/exit-codes.md).
+first (:meth:`~gitlease.store.Store.refresh`), and that they remember the
+records whose signature they verified (:mod:`gitlease.verified`), so the next
+read checks only what changed. A record that does not verify is shown as
+``invalid``: ``show`` exits STORE on it, ``list`` carries on, ``free`` never
+offers it (docs/reference/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from . import guards, highwater, keepers
+from . import guards, highwater, keepers, verified
 from ._gitread import Snapshot
 from .claim import Claim, corrupt_error, judge
 from .clock import Now
@@ -20,7 +22,7 @@ from .ownership import mark_bound
 from .record import parse
 from .refname import encode, validate_resource
 from .store import Store
-from .value import Value
+from .value import Value, gc_paused
 from .waitqueue import waiting_for
 
 
@@ -28,7 +30,11 @@ def show(store: Store, resource: str) -> Claim:
     """The record of one resource, non-secret; STORE if it does not verify."""
     ref = encode(resource)
     store.refresh()
-    claim = judge(store.read(ref), Now.read(), resource)
+    snap = store.read(ref)
+    known = (snap.oid,) if snap.oid and verified.contains(store.git_dir, snap.oid) else ()
+    claim = judge(snap, Now.read(), resource, known=known)
+    if claim.record is not None and not known and claim.oid:
+        verified.save(store.git_dir, [claim.oid], verified.load(store.git_dir))
     claim = mark_kept(store, mark_bound(store, [claim]))[0]
     if claim.state == "invalid":
         raise corrupt_error(claim)
@@ -40,8 +46,7 @@ def list_claims(
 ) -> list[Claim]:
     """Every claim in the store (invalid ones included and marked), in one pass over the refs."""
     store.refresh()
-    now = Now.read()
-    claims = [judge(s, now) for s in store.read_all()]
+    claims = _judged(store, store.read_all())
     if prefix:
         claims = [c for c in claims if c.resource.startswith(prefix)]
     if state:
@@ -58,19 +63,20 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     wanted = [validate_resource(r) for r in resources]
     if wanted:
         store.refresh()
-    now = Now.read()
     by_ref = {s.ref: s for s in store.read_all()} if wanted else {}
-    out, seen = [], set()
+    asked: dict[str, Snapshot] = {}
+    names: dict[str, str] = {}
     for resource in wanted:
         ref = encode(resource)
-        if ref in seen:
-            continue
-        seen.add(ref)
-        claim = judge(by_ref.get(ref, Snapshot(ref, None, None)), now, resource)
-        if claim.state in ("free", "released", "expired") and not guards.busy(
-            store.guard_path(ref)
-        ):
-            out.append(claim)
+        if ref not in asked:
+            asked[ref] = by_ref.get(ref, Snapshot(ref, None, None))
+            names[ref] = resource
+    claims = _judged(store, list(asked.values()), names)
+    out = [
+        c
+        for c in claims
+        if c.state in ("free", "released", "expired") and not guards.busy(store.guard_path(c.ref))
+    ]
     waiting = waiting_for(store.git_dir, [c.ref for c in out]) if out else {}
     return mark_bound(store, [c for c in out if not waiting.get(c.ref)])
 
@@ -108,6 +114,21 @@ class History(Value):
             "earlier_expired": self.earlier_expired,
             "kept_from_revision": self.kept_from_revision,
         }
+
+
+def _judged(
+    store: Store, snaps: list[Snapshot], names: dict[str, str] | None = None
+) -> list[Claim]:
+    """Judge every snapshot, checking only the signatures not verified before (then noted
+    for the next read, in one write)."""
+    now = Now.read()
+    known = verified.load(store.git_dir)
+    with gc_paused():
+        claims = [judge(s, now, names.get(s.ref) if names else None, known=known) for s in snaps]
+    good = [c.oid for c in claims if c.record is not None and c.oid]
+    if any(oid not in known for oid in good):
+        verified.save(store.git_dir, good, known)
+    return claims
 
 
 def log(store: Store, resource: str) -> list[Claim]:

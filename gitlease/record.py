@@ -135,7 +135,9 @@ class Record(Value):
         payload = self.payload()
         signature = signing_key.sign(payload).hex()
         raw = payload + f"signature {signature}\n".encode("ascii")
-        return self.replace(signature=signature, raw=raw)
+        signed = self.replace(signature=signature, raw=raw)
+        remember(signed)  # reading it back in this process needs no second check
+        return signed
 
 
 def _format_value(value: Any, kind: str) -> str:
@@ -147,41 +149,129 @@ def _format_value(value: Any, kind: str) -> str:
 
 
 def parse(data: bytes) -> Record:
-    """Parse a record strictly; :class:`CorruptRecordError` on anything off."""
+    """Parse a record strictly; :class:`CorruptRecordError` on anything off.
+
+    Every value must also be written the one way :meth:`Record.payload` writes
+    it, so the record re-serialises to exactly ``data`` (checked value by value,
+    which is what re-serialising the whole record and comparing would check).
+    Records as gitlease writes them match one regular expression and are read
+    in one pass; anything else is read line by line, which says what is wrong.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptRecordError("the record is not UTF-8 text") from None
+    match = _whole_record(text)
+    if match is not None:
+        values: list[Any] = list(match.groups())  # the fields, then the signature
+        if any(values[i] == "-" for i in _REQUIRED_AT):
+            return _parse_lines(data)  # (which says which value is missing)
+        ok = True
+        for i in _NONE_AT:
+            if values[i] == "-":
+                values[i] = None
+        for i in _TEXT_AT:
+            if values[i] is not None:
+                values[i] = values[i][1:-1]  # no escapes: the pattern says so
+        for i in _INT_AT:
+            if values[i] is not None:
+                values[i] = int(values[i])
+                ok = ok and values[i] <= MAX_INT
+        for i in _TIME_AT:
+            ok = ok and (values[i] is None or _real_time(values[i]))
+        state, mode = values[_STATE_AT], values[_MODE_AT]
+        if ok and state in (HELD, RELEASED) and mode in (GUARDED, COORDINATION_ONLY):
+            values.append(bytes(data))
+            return Record._of(tuple(values))
+    return _parse_lines(data)
+
+
+def _parse_lines(data: bytes) -> Record:
+    """:func:`parse`, one line at a time: slower, and says what is wrong."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptRecordError("the record is not UTF-8 text") from None
     lines = text.split("\n")
-    expected = len(_LAYOUT) + 3  # magic, fields, signature, final empty string
-    if len(lines) != expected or lines[0] != MAGIC or lines[-1] != "":
+    if len(lines) != _LINES or lines[0] != MAGIC or lines[-1] != "":
         raise CorruptRecordError("the record does not have the gitlease-claim v1 layout")
-    values: dict[str, Any] = {}
-    for (name, attr, kind), line in zip(_LAYOUT, lines[1:], strict=False):
-        prefix = name + " "
+    values: list[Any] = []
+    for (name, _, kind), prefix, line in zip(_LAYOUT, _PREFIXES, lines[1:], strict=False):
         if not line.startswith(prefix):
             raise CorruptRecordError(f"the record has {line[:40]!r} where {name!r} belongs")
-        values[attr] = _parse_value(line[len(prefix) :], kind, name)
+        values.append(_parse_value(line[len(prefix) :], kind, name))
     sig_line = lines[-2]
     if not sig_line.startswith("signature "):
         raise CorruptRecordError("the record has no signature line")
-    values["signature"] = _parse_value(sig_line[len("signature ") :], "hex", "signature")
-    for attr in set(values) - _OPTIONAL - {"signature"}:
-        if values[attr] is None:
+    signature = _parse_value(sig_line[len("signature ") :], "hex", "signature")
+    for (_, attr, _), value in zip(_LAYOUT, values, strict=True):
+        if value is None and attr not in _OPTIONAL:
             raise CorruptRecordError(f"the record has no value for {attr.replace('_', '-')}")
-    record = Record(**values, raw=bytes(data))
+    if signature is None:
+        raise CorruptRecordError("the record has no value for signature")
+    record = Record._of((*values, signature, bytes(data)))
     if record.state not in (HELD, RELEASED) or record.mode not in (GUARDED, COORDINATION_ONLY):
         raise CorruptRecordError("the record has an unknown state or mode")
-    if record.payload() + f"signature {record.signature}\n".encode() != data:
-        raise CorruptRecordError("the record is not in canonical form")
     return record
 
 
+_LINES = len(_LAYOUT) + 3  # magic, fields, signature, final empty string
+_PATTERNS = {
+    "text": r'(-|"[^"\\\x00-\x1f]*")',  # a string that needs no escape, or none
+    "word": r"([!-~]+)",
+    "int": r"(-|0|[1-9][0-9]{0,18})",
+    "time": r"(-|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z)",
+    "hex": r"(-|[0-9a-f]+)",
+}
+_REQUIRED_AT = tuple(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr not in _OPTIONAL)
+_NONE_AT = tuple(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr in _OPTIONAL)
+_TEXT_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "text")
+_INT_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "int")
+_TIME_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "time")
+_STATE_AT = next(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr == "state")
+_MODE_AT = next(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr == "mode")
+#: How many records this process parsed before the whole-record expression was compiled:
+#: it costs about 2 ms to compile, which a command that reads one record never repays.
+_PARSED_SLOWLY = [0]
+_LINE_BY_LINE = 8
+
+
+def _whole_record(text: str) -> re.Match[str] | None:
+    """The whole-record expression's match, once this process has parsed a few records."""
+    if _PARSED_SLOWLY[0] < _LINE_BY_LINE:
+        _PARSED_SLOWLY[0] += 1
+        return None
+    return _record_pattern().fullmatch(text)
+
+
+@lru_cache(maxsize=1)
+def _record_pattern() -> re.Pattern[str]:
+    """One regular expression for a whole record as gitlease writes it (compiled once)."""
+    return re.compile(
+        re.escape(MAGIC)
+        + "\n"
+        + "".join(re.escape(name) + " " + _PATTERNS[kind] + "\n" for name, _, kind in _LAYOUT)
+        + "signature ([0-9a-f]+)\n",
+        re.DOTALL,
+    )
+
+
+_PREFIXES = tuple(name + " " for name, _, _ in _LAYOUT)
+#: What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: a quoted string without
+#: these is written the one canonical way.
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
 def _parse_value(text: str, kind: str, name: str) -> Any:
-    """One value, checked so that whatever reads the record later cannot fail on it."""
+    """One value, checked so that whatever reads the record later cannot fail on it, and
+    written the canonical way (:class:`CorruptRecordError` otherwise)."""
     if text == "-":
         return None
     if kind == "text":
+        if len(text) >= 2 and text[0] == text[-1] == '"':
+            inner = text[1:-1]
+            if not _JSON_ESCAPED.search(inner):
+                return inner  # (decoded UTF-8 holds no lone surrogate)
         value = None
         if len(text) >= 2 and text[0] == text[-1] == '"':  # a string: no nesting to recurse on
             try:
@@ -192,6 +282,8 @@ def _parse_value(text: str, kind: str, name: str) -> Any:
             raise CorruptRecordError(f"the record's {name} is not a quoted string")
         if _has_surrogate(value):
             raise CorruptRecordError(f"the record's {name} is not valid Unicode")
+        if json.dumps(value, ensure_ascii=False) != text:
+            raise CorruptRecordError("the record is not in canonical form")
         return value
     if kind == "int":
         if not text.isascii() or not text.isdigit() or len(text) > _INT_DIGITS:
@@ -199,6 +291,8 @@ def _parse_value(text: str, kind: str, name: str) -> Any:
         number = int(text)
         if number > MAX_INT:
             raise CorruptRecordError(f"the record's {name} is not a number below 2**63")
+        if text[0] == "0" and len(text) > 1:
+            raise CorruptRecordError("the record is not in canonical form")
         return number
     if not _WORD.fullmatch(text):
         raise CorruptRecordError(f"the record's {name} is malformed")
@@ -212,13 +306,24 @@ def _parse_value(text: str, kind: str, name: str) -> Any:
 def _is_time(text: str) -> bool:
     """The form ``clock.rfc3339`` writes, on a real date: what ``clock.parse_rfc3339``
     accepts (repeated here, since the two modules do not import each other)."""
-    match = _TIME.fullmatch(text)
-    if match is None:
-        return False
-    y, mo, d, h, mi, s = (int(g) for g in match.groups())
-    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
-    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-    return 1 <= mo <= 12 and 1 <= d <= days[mo - 1] and h < 24 and mi < 60 and s < 60
+    return _TIME.fullmatch(text) is not None and _real_time(text)
+
+
+def _real_time(text: str) -> bool:
+    """Whether a time of the form ``clock.rfc3339`` writes names a real date and time."""
+    date = _DATES.get(text[:10])
+    if date is None:
+        y, mo, d = int(text[:4]), int(text[5:7]), int(text[8:10])
+        leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+        days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+        date = 1 <= mo <= 12 and 1 <= d <= days[mo - 1]
+        if len(_DATES) < 4096:
+            _DATES[text[:10]] = date
+    # two ASCII digits each (the pattern says so): compared as text, they compare as numbers
+    return date and text[11:13] < "24" and text[14:16] < "60" and text[17:19] < "60"
+
+
+_DATES: dict[str, bool] = {}
 
 
 def _has_surrogate(text: str) -> bool:
@@ -234,19 +339,53 @@ def verify(record: Record) -> None:
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    raw = record.raw
+    # a parsed record's payload is its bytes without the signature line (parse checked it)
+    payload = raw[: raw.rindex(b"signature ")] if raw is not None else record.payload()
     try:
         key = Ed25519PublicKey.from_public_bytes(bytes.fromhex(record.public_key))
-        key.verify(bytes.fromhex(record.signature or ""), record.payload())
+        key.verify(bytes.fromhex(record.signature or ""), payload)
     except (InvalidSignature, ValueError):
         raise CorruptRecordError("the record fails signature verification") from None
 
 
-@lru_cache(maxsize=4096)
+#: Records verified (or signed) by this process, by their bytes: a blob never changes.
+_VERIFIED: dict[bytes, Record] = {}
+_VERIFIED_MAX = 4096
+
+
 def parse_and_verify(data: bytes) -> Record:
     """Parse and verify, remembering records already verified (a blob never changes)."""
-    record = parse(data)
-    verify(record)
+    record = _VERIFIED.get(data)
+    if record is None:
+        record = parse(data)
+        verify(record)
+        remember(record)
     return record
+
+
+def known(data: bytes) -> Record | None:
+    """The record in ``data`` if this process verified (or signed) it before."""
+    return _VERIFIED.get(data)
+
+
+def remember(record: Record) -> None:
+    """Note a record as verified in this process: one it parsed and verified, or signed."""
+    if record.raw is None:
+        return
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.pop(next(iter(_VERIFIED)))
+    _VERIFIED[record.raw] = record
+
+
+def blob_oid(data: bytes, length: int = 40) -> str:
+    """The git object id of a blob holding ``data`` (``length``: 40 for SHA-1, 64 for SHA-256).
+
+    Computed here, never taken from git's word: an object file of a store can
+    be replaced under its name, and git does not hash again what it reads.
+    """
+    digest = hashlib.sha256 if length == 64 else hashlib.sha1
+    return digest(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _random_hex(size: int) -> str:

@@ -53,6 +53,8 @@ _HEX = "0123456789abcdef"
 _RESERVED_ENDINGS = (".lock", LEAF_SUFFIX)
 _COMPONENT = re.compile(r"^(?:[a-z0-9_-]|\.|%[0-9a-f]{2})+$")
 _BASE32 = re.compile(r"[a-z2-7]+")
+#: A resource that encodes to itself: segments of ``a-z 0-9 - _`` of at most CHUNK characters.
+_PLAIN = re.compile(rf"[a-z0-9_-]{{1,{CHUNK}}}(?:/[a-z0-9_-]{{1,{CHUNK}}})*")
 
 
 def validate_resource(resource: object) -> str:
@@ -161,7 +163,12 @@ def decode(ref: str) -> str:
     """The resource behind a ref; refuses anything :func:`encode` cannot have produced."""
     if not ref.startswith(PREFIX) or not ref.endswith(LEAF_SUFFIX):
         raise UsageError(f"{ref!r} is not a gitlease ref")
-    components = ref[len(PREFIX) : -len(LEAF_SUFFIX)].split("/")
+    body = ref[len(PREFIX) : -len(LEAF_SUFFIX)]
+    if len(body) <= MAX_RESOURCE_BYTES and _PLAIN.fullmatch(body):
+        # Only characters written as they are, in components no longer than a chunk: the
+        # resource is the text itself, and encoding it gives this ref back (no check needed).
+        return body
+    components = body.split("/")
     if components[0] == COMPACT:
         resource = _decode_compact(ref, components[1:])
     else:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from . import receipts as receipts_mod
+from . import reservation
 from .clock import parse_duration_ms
 from .errors import UsageError
 from .record import COORDINATION_ONLY, GUARDED, check_text
@@ -115,9 +115,9 @@ def acquire_request(
     owner = resolve_owner(options.get("owner"), worktree)
     wait = options.get("wait")
     wait_ms = parse_duration_ms(wait, name="--wait") if wait is not None else None
-    explicit = receipts_mod.explicit_path(options.get("receipt"))
+    explicit = reservation.explicit_path(options.get("receipt"))
     if explicit is not None:
-        receipts_mod.check_explicit_location(explicit)
+        reservation.check_explicit_location(explicit)
     mode = COORDINATION_ONLY if options.get("coordination_only") else GUARDED
     bind = options.get("bind", True)
     return AcquireRequest(names, refs, ttl_ms, owner, note, mode, wait_ms, explicit, bind, bundle)

@@ -171,7 +171,8 @@ class Host:
         return _git(*args, cwd=self.path, env={**os.environ, **self.env}, check=check)
 
     def receipts(self) -> list[Path]:
-        return sorted((self.path / ".git" / "worklease" / "receipts").glob("*.json"))
+        # one directory per resource (and bundles/): docs/reference/store.md
+        return sorted((self.path / ".git" / "worklease" / "receipts").glob("*/*.json"))
 
     def live_receipts(self) -> list[Path]:
         return [p for p in self.receipts() if json.loads(p.read_text()).get("token")]

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from gitlease.clock import parse_duration_ms, parse_rfc3339
 from gitlease.errors import CorruptRecordError, UsageError
-from gitlease.receipts import check_explicit_location
 from gitlease.record import check_text, parse_and_verify, printable
 from gitlease.refname import MAX_REF_CHARS, MAX_RESOURCE_BYTES, decode, encode
+from gitlease.reservation import check_explicit_location
 
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but a newline
 TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
@@ -425,7 +425,7 @@ def test_any_command_line_gets_a_true_exit_code_and_shows_no_token(tmp_path_fact
             assert path.read_bytes() == before, "a refused acquire leaves the receipt path alone"
         return
     if line["receipt"] == "default":
-        (written,) = (repo / ".git" / "worklease" / "receipts").glob("*.json")
+        (written,) = (repo / ".git" / "worklease" / "receipts").glob("*/*.json")
     else:
         written = path
     token = json.loads(written.read_text())["token"]

@@ -98,7 +98,7 @@ def test_an_unreachable_remote_is_a_store_error_and_changes_nothing(hosts) -> No
         out = hosts.on_a("show", "x", "--remote", gone, "--json")
         assert out.code == 7 and "cannot fetch claims" in out.json["error"]["message"], out
     assert remote_refs(hosts.server) == {}
-    assert not list((hosts.a / ".git" / "worklease" / "receipts").glob("*.json"))
+    assert not list((hosts.a / ".git" / "worklease" / "receipts").glob("*/*.json"))
 
 
 def test_takeover_waits_a_whole_ttl_seen_from_the_taking_host(hosts) -> None:
@@ -295,7 +295,7 @@ def test_a_push_cut_off_before_it_landed_is_ambiguous_then_settles(tmp_path) -> 
     assert _was_dropped(server)
     assert "compare" in cut.json["error"]["message"].lower()
     assert remote_refs(server) == {}  # it did not land ...
-    receipts = list((a / ".git" / "worklease" / "receipts").glob("*.json"))
+    receipts = list((a / ".git" / "worklease" / "receipts").glob("*/*.json"))
     assert len(receipts) == 1  # ... and the receipt stays, to settle it with `show`
     assert run_cli("show", "r/cut", "--json", cwd=a).json["state"] == "free"
     retried = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
@@ -466,7 +466,7 @@ def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path
     assert run_cli("acquire", "r/rel", cwd=b, env=HOST_B_ENV).code == 0
     out, _ = release.communicate(timeout=60)
     assert release.returncode == 0, out
-    receipts = list((a / ".git" / "worklease" / "receipts").glob("*.json"))
+    receipts = list((a / ".git" / "worklease" / "receipts").glob("*/*.json"))
     assert all(json.loads(p.read_text())["token"] is None for p in receipts)
 
 

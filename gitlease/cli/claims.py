@@ -67,7 +67,7 @@ def where(opts: Options, path_only: bool) -> None:
 
 def _receipt_dir(location: Any) -> Any:
     from ..location import state_home
-    from ..receipts import default_dir
+    from ..receiptdir import default_dir
 
     return default_dir(location.worktree_git_dir, state_home())
 
@@ -302,9 +302,12 @@ def show(opts: Options, resource: str, key_: str | None) -> None:
 def list_(opts: Options, state: str | None, prefix: str | None) -> None:
     """List every claim: a table for people, JSON for programs."""
     from ..reads import list_claims
+    from ..value import gc_paused
 
-    claims = [c.to_dict() for c in list_claims(open_store(opts), state=state, prefix=prefix)]
-    emit(opts, {"claims": claims}, output.claim_table(claims))
+    found = list_claims(open_store(opts), state=state, prefix=prefix)
+    with gc_paused():
+        claims = [c.to_dict() for c in found]
+        emit(opts, {"claims": claims}, None if opts.json else output.claim_table(claims))
 
 
 @command(cli, "free")

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Run one gitlease command (or the commit check) in this process and say where its time went.
+
+    python bench/parts.py OUT.json gitlease ARGS...      # the CLI
+    python bench/parts.py OUT.json hookcheck HOOK         # the commit check the hooks run
+
+Writes ``{"total", "imports", "git", "git_calls", "libgit2"}`` in seconds to OUT.json: the
+wall time from the start of this script's own code to the command's end, the time spent
+importing modules (outermost imports only, so nothing counts twice), the time spent waiting
+for ``git`` processes and how many ran, and the time inside libgit2 writes (blob writes and
+the reference transaction). The interpreter's own start is measured apart, as ``python -c
+pass``. The rest of ``total`` is gitlease's own code.
+"""
+
+from __future__ import annotations
+
+import time
+
+START = time.perf_counter()
+
+import builtins  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+spent = {"imports": 0.0, "git": 0.0, "git_calls": 0, "libgit2": 0.0}
+_depth = [0]
+
+
+def _timed_import(real):  # type: ignore[no-untyped-def]
+    def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if _depth[0]:
+            return real(*args, **kwargs)
+        _depth[0] += 1
+        started = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent["imports"] += time.perf_counter() - started
+            _depth[0] -= 1
+
+    return call
+
+
+builtins.__import__ = _timed_import(builtins.__import__)
+importlib.import_module = _timed_import(importlib.import_module)
+_run = subprocess.run
+
+
+def _timed_run(args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    try:
+        return _run(args, *rest, **kwargs)
+    finally:
+        if args and args[0] == "git":
+            spent["git"] += time.perf_counter() - started
+            spent["git_calls"] += 1
+
+
+subprocess.run = _timed_run
+
+
+def _timed_write() -> None:
+    from gitlease.store import Store
+
+    real = Store.compare_and_swap_many
+
+    def call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            spent["libgit2"] += time.perf_counter() - started
+
+    Store.compare_and_swap_many = call  # type: ignore[method-assign]
+
+
+def main() -> None:
+    out, what, *args = sys.argv[1:]
+    code = 0
+    if what == "gitlease":
+        from gitlease.cli import run
+
+        if any(a in args for a in ("acquire", "heartbeat", "release")):
+            _timed_write()
+        sys.argv = ["gitlease", *args]
+        try:
+            run()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    else:
+        from gitlease import hookcheck
+
+        code = hookcheck.main(args)
+    spent["total"] = time.perf_counter() - START
+    spent["code"] = code
+    with open(out, "w") as f:
+        json.dump(spent, f)
+
+
+if __name__ == "__main__":
+    main()
