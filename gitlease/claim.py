@@ -180,7 +180,7 @@ def judge(
     else:
         state = "active"
     # (every field given, in order: this runs once per claim of a `list`)
-    return Claim._of((resource, snap.ref, state, record, snap.oid, None, left, False, None))
+    return Claim._of((resource, snap.ref, state, record, snap.oid, None, left, None, None))
 
 
 def seems_held(snap: Snapshot, now: Now, resource: str) -> bool:
