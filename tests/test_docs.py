@@ -192,3 +192,52 @@ def test_skill_install(tmp_path: Path) -> None:
 def test_docs_never_show_a_token(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     assert not re.search(r"glt_[A-Za-z0-9_-]{20,}", text), f"{page} shows a bearer token"
+
+
+# ------------------------------------------------------------------ the configuration page
+
+CONFIGURATION = DOCS / "reference" / "configuration.md"
+CODE = [*sorted((ROOT / "gitlease").rglob("*.py")), *sorted((ROOT / "hooks").glob("gitlease-*"))]
+#: String literals of the form "gitlease.NAME" that name a module, not a git config key.
+_MODULE_LITERALS = {"gitlease.cli", "gitlease.skill", "gitlease.hookcheck", "gitlease.providers"}
+
+
+def _code_text() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in CODE)
+
+
+def code_environment_variables() -> set[str]:
+    """Every GITLEASE_* name the program or its hooks mention (prefixes like GITLEASE_ aside)."""
+    return {m for m in re.findall(r"\bGITLEASE_[A-Z0-9_]*[A-Z0-9]\b", _code_text())}
+
+
+def code_config_keys() -> set[str]:
+    """Every gitlease.* git config key the program or its hooks read (lower case, as git
+    compares them): string literals, alternations in a git config regex, the hooks' git config."""
+    text = _code_text()
+    keys = {m.lower() for m in re.findall(r"[\"'](gitlease\.[A-Za-z]+)[\"']", text)}
+    keys -= _MODULE_LITERALS
+    for group in re.findall(r"gitlease\\\\?\.\(([a-z|]+)\)", text):
+        keys |= {f"gitlease.{name}" for name in group.split("|")}
+    keys |= {m.lower() for m in re.findall(r"--get(?:-all)? (gitlease\.[A-Za-z]+)", text)}
+    return keys
+
+
+def test_configuration_page_lists_every_variable_and_key_the_code_reads() -> None:
+    page = CONFIGURATION.read_text(encoding="utf-8")
+    listed_vars = set(re.findall(r"`(GITLEASE_[A-Z0-9_]+)[`=]", page))
+    listed_keys = {k.lower() for k in re.findall(r"`(gitlease\.[A-Za-z]+)`", page)}
+    variables, keys = code_environment_variables(), code_config_keys()
+    # The scan finds what it must (a broken scan would pass any page).
+    assert {"GITLEASE_OWNER", "GITLEASE_STORE", "GITLEASE_TESTING_BREAK_CAS"} <= variables
+    assert {"gitlease.store", "gitlease.remote", "gitlease.autoprune"} <= keys
+    assert not variables - listed_vars, f"not on {CONFIGURATION.name}: {variables - listed_vars}"
+    assert not keys - listed_keys, f"not on {CONFIGURATION.name}: {keys - listed_keys}"
+    test_only = page[page.index("### Test-only") :]
+    for name in sorted(variables):
+        if name.startswith("GITLEASE_TESTING"):
+            assert f"`{name}`" in test_only, f"{name} belongs in the test-only section"
+    # Nothing listed that the program no longer knows (the test suite's own switches aside).
+    suite_only = {"GITLEASE_REQUIRE_TOOLS", "GITLEASE_REQUIRE_MANAGERS", "GITLEASE_REQUIRE_SERVERS"}
+    assert not listed_vars - variables - suite_only, listed_vars - variables - suite_only
+    assert not listed_keys - keys, f"listed but never read: {listed_keys - keys}"
