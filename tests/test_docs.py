@@ -241,3 +241,78 @@ def test_configuration_page_lists_every_variable_and_key_the_code_reads() -> Non
     suite_only = {"GITLEASE_REQUIRE_TOOLS", "GITLEASE_REQUIRE_MANAGERS", "GITLEASE_REQUIRE_SERVERS"}
     assert not listed_vars - variables - suite_only, listed_vars - variables - suite_only
     assert not listed_keys - keys, f"listed but never read: {listed_keys - keys}"
+
+
+# ------------------------------------------------------------------ the skill names real commands
+
+_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"```sh\n(.*?)\n```", re.DOTALL)
+
+
+def _command_tree() -> dict[str, click.Command]:
+    return {path.removeprefix("gitlease").strip(): command for path, command in all_commands()}
+
+
+def _invocations(text: str) -> list[list[str]]:
+    """The argument lists after each `gitlease` in a code span or sh block of ``text``, and
+    code spans that start with a command name (`acquire --first-free`)."""
+    tree = _command_tree()
+    tops = {path for path in tree if path and " " not in path}
+    pieces = [line for block in _FENCE.findall(text) for line in block.splitlines()]
+    pieces += _SPAN.findall(_FENCE.sub("", text))
+    found = []
+    for piece in pieces:
+        for part in re.split(r"\||;|&&|\$\(|\)", piece.split(" #")[0]):
+            words = part.split()
+            if "gitlease" in words:
+                found.append(words[words.index("gitlease") + 1 :])
+            elif words and words[0] in tops and (len(words) > 1 or piece.strip() == part.strip()):
+                found.append(words)
+    return found
+
+
+def test_every_command_and_option_the_skill_names_exists() -> None:
+    text = SKILL.read_text(encoding="utf-8")
+    tree = _command_tree()
+    every_option = {name for command in tree.values() for p in command.params for name in [*p.opts]}
+    problems = []
+    invocations = _invocations(text)
+    assert len(invocations) > 30, "the scan finds the skill's commands"
+    named = set()
+    for words in invocations:
+        path = ""
+        while words and not words[0].startswith("-") and (f"{path} {words[0]}".strip() in tree):
+            path = f"{path} {words[0]}".strip()
+            words = words[1:]
+        if not path and words and not words[0].startswith("-") and words[0] != "...":
+            problems.append(f"`gitlease {words[0]}` is no command")
+            continue
+        named.add(path)
+        command = tree[path]
+        options = {name for p in command.params for name in [*p.opts, *p.secondary_opts]}
+        options |= {"--help"}
+        for word in words:
+            if word == "--":
+                break  # exec's command follows
+            if word.startswith("--"):
+                option = word.split("=")[0]
+                if option not in options:
+                    problems.append(f"`gitlease {path}` has no option {option}")
+    not_ours = re.sub(r"`git (?!lease)[^`]*`", "", text)  # `git rebase --force-rebase ...`
+    for option in set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", not_ours)):
+        if option not in every_option:
+            problems.append(f"no command has the option {option}")
+    assert not problems, "; ".join(sorted(set(problems)))
+    for must in ("acquire", "bundle acquire", "keepalive", "exec", "heartbeat", "release"):
+        assert must in named, f"the skill names `gitlease {must}`"
+    for must in ("--first-free", "--no-bind", "--receipt", "--keepalive", "--ttl"):
+        assert must in text
+    assert "GITLEASE_OWNER" in text
+
+
+def test_the_skill_names_are_checked_against_the_cli() -> None:
+    """The check above catches a command or option that does not exist."""
+    tree = _command_tree()
+    assert "acquire" in tree and "frobnicate" not in tree
+    bad = _invocations("Run `gitlease acquire x --frobnicate` and `gitlease frobnicate`.")
+    assert bad == [["acquire", "x", "--frobnicate"], ["frobnicate"]]
