@@ -316,3 +316,144 @@ def test_the_skill_names_are_checked_against_the_cli() -> None:
     assert "acquire" in tree and "frobnicate" not in tree
     bad = _invocations("Run `gitlease acquire x --frobnicate` and `gitlease frobnicate`.")
     assert bad == [["acquire", "x", "--frobnicate"], ["frobnicate"]]
+
+
+# ------------------------------------------------------------------ how-tos run as written
+#
+# A how-to marks what the test runs:
+#
+#   <!-- doctest-setup DIR        hidden shell code, run in DIR (default: the page's root)
+#   ...
+#   -->
+#   <!-- doctest: DIR -->         before a ```text block of `$ command` lines and their output:
+#                                 each command runs in DIR, its output (stdout and stderr) must
+#                                 be what the page shows, up to ids, times, durations and pids;
+#                                 a command ending in `# exit N` must exit N, others 0
+#   <!-- doctest: DIR -->         before a ```sh block: the block runs, and must exit 0
+#
+# The page's root is shown as /home/me (it is HOME: the default store lives under it).
+
+HOWTOS = ["howto/inspect.md"]
+SHOWN_ROOT = "/home/me"
+
+_DOCTEST = re.compile(
+    r"<!-- doctest-setup(?: (?P<setup_dir>\S+))?\n(?P<setup>.*?)\n-->"
+    r"|<!-- doctest: (?P<dir>\S+) -->\n```(?P<lang>text|sh)\n(?P<body>.*?)\n```",
+    re.DOTALL,
+)
+_NORMALIZE = [
+    (re.compile(r"stores/[^/\s']+?-[0-9a-f]{12}\.git"), "stores/STORE.git"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "TIME"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "UUID"),
+    (re.compile(r"\b[0-9a-f]{12,}\b"), "HEX"),
+    (re.compile(r"\b1\d{9}\b"), "EPOCH"),
+    (re.compile(r"\bboot-expires-ms \d+"), "boot-expires-ms N"),
+    (re.compile(r"\b\d+(?:ms|s|m|h|d)(?: \d+(?:ms|s|m|h|d))*\b"), "DUR"),
+    (re.compile(r"\bpid \d+"), "pid N"),
+    (re.compile(r"[ \t]+"), " "),
+]
+
+
+def normalize(text: str, root: Path) -> list[str]:
+    """The lines of ``text`` with what changes from run to run replaced by placeholders."""
+    for real in {str(root), str(root.resolve())}:
+        text = text.replace(real, SHOWN_ROOT)
+    for pattern, placeholder in _NORMALIZE:
+        text = pattern.sub(placeholder, text)
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def shell_sessions(body: str) -> list[tuple[str, int, str]]:
+    """(command, expected exit, expected output) for each `$ ` line of a text block."""
+    sessions: list[tuple[str, int, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            command, code = line[2:], 0
+            found = re.search(r"\s+# exit (\d+)$", command)
+            if found:
+                command, code = command[: found.start()], int(found[1])
+            sessions.append((command, code, []))
+        else:
+            assert sessions, f"output before any command: {line!r}"
+            sessions[-1][2].append(line)
+    return [(command, code, "\n".join(out)) for command, code, out in sessions]
+
+
+def _doc_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
+    env["HOME"] = str(root)
+    # The hermetic git identity, where libgit2 (which reads $HOME/.gitconfig) finds it too.
+    (root / ".gitconfig").write_text(Path(env["GIT_CONFIG_GLOBAL"]).read_text())
+    env["GIT_CONFIG_GLOBAL"] = str(root / ".gitconfig")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def run_page(page: str, root: Path) -> None:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    env = _doc_env(root)
+    steps = list(_DOCTEST.finditer(text))
+    assert steps, f"{page} has no doctest blocks"
+    for step in steps:
+        if step["setup"] is not None:
+            cwd = root / (step["setup_dir"] or ".")
+            cwd.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                ["bash", "-e", "-o", "pipefail", "-c", step["setup"]],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, f"{page}: setup failed:\n{step['setup']}\n{done.stderr}"
+            continue
+        cwd = root / step["dir"]
+        if step["lang"] == "sh":
+            sessions = [(step["body"], 0, None)]
+        else:
+            sessions = shell_sessions(step["body"])
+        for command, code, shown in sessions:
+            done = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", command],
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=60,
+            )
+            where = f"{page}, in {step['dir']}: $ {command}"
+            assert done.returncode == code, (
+                f"{where}\nexited {done.returncode}, expected {code}:\n{done.stdout}"
+            )
+            if shown is not None:
+                assert normalize(done.stdout, root) == normalize(shown, root), (
+                    f"{where}\n--- the page shows\n{shown}\n--- the program printed\n{done.stdout}"
+                )
+
+
+@pytest.mark.parametrize("page", HOWTOS)
+def test_howto_runs_as_written(page: str, tmp_path: Path) -> None:
+    run_page(page, tmp_path)
+
+
+def test_every_marked_page_is_run() -> None:
+    marked = sorted(
+        p.relative_to(DOCS).as_posix()
+        for p in DOCS.rglob("*.md")
+        if "<!-- doctest" in p.read_text(encoding="utf-8")
+    )
+    assert marked == sorted(HOWTOS)
+
+
+def test_doctest_compares_what_it_runs(tmp_path: Path) -> None:
+    """A page whose shown output differs from the program's fails (the runner is no no-op)."""
+    assert shell_sessions("$ gitlease key beads bd-1\nbeads/bd-1\n$ false  # exit 1") == [
+        ("gitlease key beads bd-1", 0, "beads/bd-1"),
+        ("false", 1, ""),
+    ]
+    assert normalize(f"{tmp_path}/x c-0123456789abcdef (in 14m 59s)", tmp_path) == [
+        "/home/me/x c-HEX (in DUR)"
+    ]
+    assert normalize("beads/bd-2", tmp_path) != normalize("beads/bd-1", tmp_path)
