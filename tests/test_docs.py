@@ -333,7 +333,7 @@ def test_the_skill_names_are_checked_against_the_cli() -> None:
 #
 # The page's root is shown as /home/me (it is HOME: the default store lives under it).
 
-HOWTOS = ["howto/inspect.md"]
+HOWTOS = ["howto/inspect.md", "howto/many-agents.md", "troubleshooting.md"]
 SHOWN_ROOT = "/home/me"
 
 _DOCTEST = re.compile(
