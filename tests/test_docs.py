@@ -457,3 +457,23 @@ def test_doctest_compares_what_it_runs(tmp_path: Path) -> None:
         "/home/me/x c-HEX (in DUR)"
     ]
     assert normalize("beads/bd-2", tmp_path) != normalize("beads/bd-1", tmp_path)
+
+
+# ------------------------------------------------------------------ the reliability page
+
+
+def test_every_test_the_reliability_page_names_exists_in_its_file() -> None:
+    text = (DOCS / "reliability.md").read_text(encoding="utf-8")
+    defined: dict[str, set[str]] = {}
+    for path in (ROOT / "tests").glob("test_*.py"):
+        names = re.findall(r"^(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"), re.M)
+        defined[path.name] = set(names)
+    anywhere = set().union(*defined.values())
+    for file in re.findall(r"`tests/(test_\w+\.py)", text):
+        assert file in defined, f"reliability.md names tests/{file}, which does not exist"
+    qualified = re.findall(r"`(test_\w+\.py)::(test_\w+)", text)
+    assert len(qualified) > 20
+    for file, name in qualified:
+        assert name in defined.get(file, ()), f"reliability.md: {file} has no {name}"
+    for name in re.findall(r"(?<![:\w])`(test_[a-z0-9_]+)(?:\[[^\]`]*\])?`", text):
+        assert name in anywhere, f"reliability.md names {name}, which no test file defines"
