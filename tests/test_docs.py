@@ -331,14 +331,23 @@ def test_the_skill_names_are_checked_against_the_cli() -> None:
 #                                 a command ending in `# exit N` must exit N, others 0
 #   <!-- doctest: DIR -->         before a ```sh block: the block runs, and must exit 0
 #
-# The page's root is shown as /home/me (it is HOME: the default store lives under it).
+# The page's root is shown as /home/me (it is HOME: the default store lives under it). Each
+# block runs with GITLEASE_OWNER set to its directory's name (agent-a in agent-a), as the
+# pages say their agents do.
 
-HOWTOS = ["howto/inspect.md", "howto/many-agents.md", "troubleshooting.md"]
+HOWTOS = [
+    "howto/inspect.md",
+    "howto/many-agents.md",
+    "troubleshooting.md",
+    "howto/crash-recovery.md",
+    "howto/ambiguous.md",
+    "howto/file-backlog.md",
+]
 SHOWN_ROOT = "/home/me"
 
 _DOCTEST = re.compile(
     r"<!-- doctest-setup(?: (?P<setup_dir>\S+))?\n(?P<setup>.*?)\n-->"
-    r"|<!-- doctest: (?P<dir>\S+) -->\n```(?P<lang>text|sh)\n(?P<body>.*?)\n```",
+    r"|<!-- doctest: (?P<dir>\S+)(?P<keep> keep)? -->\n```(?P<lang>text|sh)\n(?P<body>.*?)\n```",
     re.DOTALL,
 )
 _NORMALIZE = [
@@ -389,11 +398,45 @@ def _doc_env(root: Path) -> dict[str, str]:
     return env
 
 
+_SENTINEL = "\x1e doctest exit "
+
+
+def run_block(
+    commands: list[str], cwd: Path, env: dict[str, str], prelude: str = ""
+) -> list[tuple[int, str]]:
+    """Run ``commands`` one after the other in one shell, as a person types them (a `cd`, a
+    variable, a function carries over to the next), after ``prelude``; each one's exit
+    status and output (stdout and stderr together)."""
+    script = [prelude, "exec 2>&1"]
+    for command in commands:
+        script += [command, f'printf "\\n{_SENTINEL}%s\\n" "$?"']
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", "\n".join(script)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    parts = done.stdout.split(f"\n{_SENTINEL}")
+    assert len(parts) == len(commands) + 1, f"the shell stopped early:\n{done.stdout}"
+    results = []
+    for i, part in enumerate(parts[:-1]):
+        if i:
+            code, _, part = part.partition("\n")
+            results[-1] = (int(code), results[-1][1])
+        results.append((0, part))
+    results[-1] = (int(parts[-1].strip()), results[-1][1])
+    return results
+
+
 def run_page(page: str, root: Path) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     env = _doc_env(root)
     steps = list(_DOCTEST.finditer(text))
     assert steps, f"{page} has no doctest blocks"
+    prelude = ""
     for step in steps:
         if step["setup"] is not None:
             cwd = root / (step["setup_dir"] or ".")
@@ -413,24 +456,17 @@ def run_page(page: str, root: Path) -> None:
             sessions = [(step["body"], 0, None)]
         else:
             sessions = shell_sessions(step["body"])
-        for command, code, shown in sessions:
-            done = subprocess.run(
-                ["bash", "-o", "pipefail", "-c", command],
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=60,
-            )
+        owner = {"GITLEASE_OWNER": cwd.resolve().name if step["dir"] != "." else "me"}
+        got = run_block([command for command, _, _ in sessions], cwd, {**env, **owner}, prelude)
+        for (command, code, shown), (exit_code, output) in zip(sessions, got, strict=True):
             where = f"{page}, in {step['dir']}: $ {command}"
-            assert done.returncode == code, (
-                f"{where}\nexited {done.returncode}, expected {code}:\n{done.stdout}"
-            )
+            assert exit_code == code, f"{where}\nexited {exit_code}, expected {code}:\n{output}"
             if shown is not None:
-                assert normalize(done.stdout, root) == normalize(shown, root), (
-                    f"{where}\n--- the page shows\n{shown}\n--- the program printed\n{done.stdout}"
+                assert normalize(output, root) == normalize(shown, root), (
+                    f"{where}\n--- the page shows\n{shown}\n--- the program printed\n{output}"
                 )
+        if step["keep"]:
+            prelude += step["body"] + "\n"
 
 
 @pytest.mark.parametrize("page", HOWTOS)
