@@ -342,6 +342,7 @@ HOWTOS = [
     "howto/crash-recovery.md",
     "howto/ambiguous.md",
     "howto/file-backlog.md",
+    "howto/cleanup.md",
 ]
 SHOWN_ROOT = "/home/me"
 
