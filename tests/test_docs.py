@@ -343,6 +343,7 @@ HOWTOS = [
     "howto/ambiguous.md",
     "howto/file-backlog.md",
     "howto/cleanup.md",
+    "index.md",
 ]
 SHOWN_ROOT = "/home/me"
 
