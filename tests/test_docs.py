@@ -515,3 +515,20 @@ def test_every_test_the_reliability_page_names_exists_in_its_file() -> None:
         assert name in defined.get(file, ()), f"reliability.md: {file} has no {name}"
     for name in re.findall(r"(?<![:\w])`(test_[a-z0-9_]+)(?:\[[^\]`]*\])?`", text):
         assert name in anywhere, f"reliability.md names {name}, which no test file defines"
+
+
+# ------------------------------------------------------------------ the README's first commands
+
+
+def test_readme_starts_with_a_real_first_claim_and_the_ci_test_command() -> None:
+    """The first block installs and takes a claim (and gives it back) with no setup; the second
+    runs the tests exactly as `.ci/run` does (running them here would install and recurse)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first, second = re.findall(r"```sh\n(.*?)\n```", readme, re.DOTALL)[:2]
+    assert "pip install" in first
+    taken = re.search(r"gitlease acquire (\S+)", first)
+    assert taken and f"gitlease release {taken[1]}" in first, "the first claim is given back"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = second.split("&&")[-1].strip()
+    assert test_command == ".venv/bin/python -m pytest"
+    assert ci.rstrip().endswith(test_command), ".ci/run ends with the README's test command"
