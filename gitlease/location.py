@@ -136,8 +136,15 @@ def _init_bare(path: Path, project: str | None) -> None:
         try:
             os.rename(tmp, path)
         except OSError:
-            if not looks_like_git_dir(path):  # not another caller's store: a real failure
-                raise
+            if looks_like_git_dir(path):
+                return  # another caller's store, made meanwhile: use it
+            if os.path.lexists(path):
+                raise StoreError(
+                    f"cannot create the store {path}: something that is not a git repository "
+                    "is already there; move it away (gitlease makes the store), or choose "
+                    "another store with `git config gitlease.store PATH`"
+                ) from None
+            raise
     except OSError as exc:
         raise StoreError(f"cannot create the store {path}: {exc.strerror or exc}") from None
     finally:

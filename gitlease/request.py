@@ -80,7 +80,7 @@ class AcquireOptions(TypedDict, total=False):
     """The keyword options of every acquire (``acquire``, ``bundle.acquire_many``, ``exec``)."""
 
     ttl: str | int | None  #: how long the claim lasts without a heartbeat (default 15m)
-    owner: str | None  #: a non-secret label (default ``GITLEASE_OWNER``, else user@host:pid)
+    owner: str | None  #: a non-secret label (default ``GITLEASE_OWNER``, else user@host:<worktree>)
     note: str | None  #: shown with the claim
     coordination_only: bool  #: the durable mutation happens elsewhere (recorded as the mode)
     wait: str | int | None  #: retry HELD answers this long

@@ -249,3 +249,13 @@ def test_from_inside_a_git_hook_the_store_is_found_and_made_as_anywhere(tmp_path
     assert not any(quarantine.iterdir()), "nothing written to the hook's quarantine"
     assert run_cli("show", R, "--json", cwd=repo).json["claim_id"] == got.json["claim_id"]
     assert run_cli("check", R, cwd=repo, env=hook_env).code == 0
+
+
+def test_a_store_path_taken_by_something_else_is_a_clear_store_error(shop: Path, tmp_path) -> None:
+    a = clone(shop, tmp_path / "a")
+    path = Path(where(a)["store"])
+    (path / "refs" / "worklease").mkdir(parents=True)  # a hand-made folder, not a repository
+    got = run_cli("acquire", R, cwd=a)
+    assert got.code == 7, got
+    assert "is not a git repository" in got.err and "gitlease.store" in got.err, got.err
+    assert "Traceback" not in got.err and (path / "refs" / "worklease").is_dir(), "nothing lost"

@@ -57,7 +57,10 @@ def shared_options(f: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Path(),
         expose_value=False,
         callback=_set("store"),
-        help="The store repository (default: GITLEASE_STORE, the repository here, or per-user).",
+        help=(
+            "The store repository (default: GITLEASE_STORE, then git config gitlease.store, "
+            "then the project's shared store under $XDG_STATE_HOME; see `gitlease where`)."
+        ),
     )(f)
     f = click.option(
         "--remote",
@@ -203,7 +206,13 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
         for option in reversed(
             [
                 click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
-                click.option("--owner", help="A non-secret label (GITLEASE_OWNER, user@host:pid)."),
+                click.option(
+                    "--owner",
+                    help=(
+                        "A non-secret label (default: GITLEASE_OWNER, else "
+                        "user@host:<worktree>, user@host:pid outside a repository)."
+                    ),
+                ),
                 click.option("--note", help=f"A note shown with {what}."),
                 click.option(
                     "--wait",
