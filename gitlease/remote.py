@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from ._files import flocked, is_stale, lock_age
 from ._gitread import Snapshot, git_env, stderr_text, with_settings
+from ._text import printable_lines
 from .clock import Now
 from .errors import (
     CompareAndSwapFailed,
@@ -567,16 +568,10 @@ def _server_said(result: subprocess.CompletedProcess[bytes] | None) -> str:
         return ""
     lines: list[str] = []
     for line in result.stderr.decode("utf-8", "replace").splitlines():
-        line = _printable(line.rstrip())
+        line = printable_lines(line.rstrip())
         if line.startswith("remote:") and line[7:].strip() and line not in lines:
             lines.append(line[:300])
     return "".join(f"\n{line}" for line in lines[:8])
-
-
-def _printable(text: str) -> str:
-    """Text from git or the server with control characters (but newlines) made visible."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return re.sub(r"[\x00-\x09\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _classify(reason: str) -> str:
@@ -614,6 +609,6 @@ def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
         return "no answer in time"
     if result.returncode < 0:
         text = result.stderr.decode("utf-8", "replace").strip()
-        text = _printable(text)
+        text = printable_lines(text)
         return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")
-    return _printable(stderr_text(result))
+    return printable_lines(stderr_text(result))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .._text import printable
 from ..errors import StoreError
-from . import output
 from .app import Options, cli, command, emit, open_store
 from .hooks import commit_check_warning
 
@@ -29,7 +29,7 @@ def verify(opts: Options, repair: bool) -> int:
     ]
     for p in report.problems:
         mark = "repaired" if p.repaired else "PROBLEM"
-        lines.append(f"  {mark:<8} {p.kind:<18} {output.escape(p.message)}")
+        lines.append(f"  {mark:<8} {p.kind:<18} {printable(p.message)}")
     # the report is the command's output, on stdout, whatever it found (`verify | less`)
     emit(opts, doc, "\n".join(lines))
     return 0 if report.ok else StoreError.exit_code

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from .._text import printable
 from ..clock import format_duration
 from ..errors import UsageError
 from . import output
@@ -154,7 +155,7 @@ def acquire(
     for claim in result.skipped or ():
         click.echo(
             f"gitlease: skipped {claim.resource}: its record is invalid "
-            f"({output.escape(claim.problem or '')}); it is never granted over. "
+            f"({printable(claim.problem or '')}); it is never granted over. "
             "Run `gitlease verify`",
             err=True,
         )
@@ -192,7 +193,7 @@ class _WaitLine:
         who = "your turn" if waiting.ahead else "a running guarded operation"
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
-            who = f"{output.escape(holder.record.owner)} ({left} left)"
+            who = f"{printable(holder.record.owner)} ({left} left)"
         if waiting.candidates > 1:
             who = f"any of {waiting.candidates} candidates (the soonest: {who})"
         if waiting.ahead:
