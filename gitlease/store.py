@@ -14,7 +14,7 @@ Around every write sits the resource's guard (:mod:`gitlease.guards`). A
 gone (or by a plain git command, which holds a ref lock for milliseconds): such
 a lock older than :data:`~gitlease._files.STALE_LOCK_SECONDS` is removed.
 
-The store also carries what the retention pass (:mod:`gitlease.maintenance`)
+The store also carries what the retention pass (:mod:`gitlease.pruning`)
 needs: one ``git cat-file --batch`` for walking a record chain, reflog rewrites
 under the ref's lock, ``git gc``, the revision floors (:mod:`gitlease.floors`),
 and the daily start of the pass from a write (:meth:`Store.start_retention_if_due`).

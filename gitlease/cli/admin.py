@@ -19,7 +19,7 @@ from .hooks import commit_check_warning
 )
 def verify(opts: Options, repair: bool) -> int:
     """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
-    from ..maintenance import verify as do_verify
+    from ..verification import verify as do_verify
 
     report = do_verify(open_store(opts), repair=repair)
     doc = report.to_dict()
@@ -52,7 +52,7 @@ def verify(opts: Options, repair: bool) -> int:
 def prune(opts: Options, older_than: str | None, auto: bool) -> None:
     """Apply the retention policy: drop old tombstones and expired history, tidy the store's
     files, then git gc. Never touches an active claim; revisions keep increasing."""
-    from ..maintenance import retain
+    from ..pruning import retain
 
     report = retain(open_store(opts), older_than=older_than, auto=auto)
     emit(opts, report.to_dict(), report.describe())
