@@ -73,11 +73,6 @@ class Update(Value):
         return set(self.new) == {"0"}
 
     @property
-    def creates(self) -> bool:
-        """The push creates the ref (its old value is all zeros)."""
-        return set(self.old) == {"0"}
-
-    @property
     def of_claims(self) -> bool:
         """A claim ref (``refs/worklease/*``): how claims move, never judged as work."""
         return self.ref.startswith(PREFIX)

@@ -40,6 +40,7 @@ class Finding(Value):
         return self.verdict == ACCEPTED
 
     def to_dict(self) -> dict[str, Any]:
+        """The finding as ``fence-check --json`` prints it."""
         t = self.trailer
         return {
             "trailer": self.value,
@@ -65,6 +66,7 @@ class Unclaimed(Value):
     commits: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The commits as ``fence-check --json`` prints them."""
         return {"ref": self.ref, "commits": self.count, "first_commits": list(self.commits)}
 
 
@@ -90,6 +92,7 @@ class Report(Value):
         return any(f.verdict == "invalid" for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as ``fence-check --json`` prints it (docs/reference/json.md)."""
         return {
             "ok": self.ok,
             "commits": self.commits,

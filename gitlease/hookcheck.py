@@ -98,6 +98,7 @@ def _require_claim(git_dir: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m gitlease.hookcheck HOOK [ARGS]``: 0 lets the commit proceed, 1 refuses it."""
     args = sys.argv[1:] if argv is None else argv
     hook = args[0] if args else "pre-commit"
     try:

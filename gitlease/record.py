@@ -113,6 +113,7 @@ class Record(Value):
 
     @property
     def held(self) -> bool:
+        """The record holds its claim (not a tombstone); expiry is judged by the clock."""
         return self.state == HELD
 
     def evolve(self, **changes: Any) -> Record:
@@ -431,6 +432,7 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
 
 
 def is_token(text: object) -> bool:
+    """Whether ``text`` is a whole bearer token: the prefix and 32 bytes in base64url."""
     if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
         return False
     body = text[len(TOKEN_PREFIX) :]
@@ -471,8 +473,10 @@ def _signing_key(token: str) -> SigningKey:
 
 
 def new_claim_id() -> str:
+    """A fresh claim id: random, so a claim is never mistaken for an earlier one."""
     return "c-" + _random_hex(8)
 
 
 def new_bundle_id() -> str:
+    """A fresh bundle id, naming the claims one bundle acquire made together."""
     return "b-" + _random_hex(8)
