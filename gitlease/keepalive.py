@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import _procs, core, keepers, ownership
+from . import _procs, acquisition, core, keepers, ownership
 from . import receipts as receipts_mod
 from ._procs import Proc
 from .bundle import BundleResult
@@ -164,11 +164,11 @@ def keep_acquired(
 ) -> Keeper:
     """Keep a claim just acquired alive (``acquire --keepalive``); if that fails, release
     it again and raise: the caller gets a kept claim or none (AMBIGUOUS, naming the claim,
-    if it cannot even be released: :func:`~gitlease.core.undo_acquire`)."""
+    if it cannot even be released: :func:`~gitlease.acquisition.undo_acquire`)."""
     try:
         keeper, _ = start(store, rec, list(rec.claims), watched, max_ms(max_duration))
     except BaseException as exc:
-        core.undo_acquire(store, rec, exc)
+        acquisition.undo_acquire(store, rec, exc)
         if isinstance(exc, GitleaseError):
             raise type(exc)(f"{exc.message}. The claim was released again") from exc
         raise
