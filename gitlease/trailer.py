@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 from . import bindings as bindings_mod
-from . import receipts as receipts_mod
 from ._text import printable_strict
 from .errors import StoreError, UsageError
 from .fencegit import TRAILER, TRAILERS_CONFIG, Git
@@ -122,14 +121,8 @@ def _bound_trailers(git_dir: Path) -> list[Trailer]:
     out = []
     for binding in bindings_mod.bindings(git_dir):
         if isinstance(binding, Path):
-            raise UsageError(f"the binding {binding} is unreadable; run `gitlease unbind`")
-        receipt = receipts_mod.read(Path(binding.receipt))
-        claim = receipt.claim_for(binding.resource)
-        if claim is None or claim.claim_id != binding.claim_id:
-            raise UsageError(
-                f"receipt {binding.receipt} does not hold claim {binding.claim_id} on "
-                f"{binding.resource}"
-            )
+            raise UsageError(bindings_mod.unreadable(binding))
+        _receipt, claim = bindings_mod.bound_claim(binding)
         out.append(Trailer(binding.resource, claim.claim_id, claim.revision))
     return out
 
