@@ -25,16 +25,14 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _testing, floors, guards
+from . import _testing, autoprune, floors, guards
 from ._catfile import BatchReader
 from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ._gitread import (
@@ -69,16 +67,11 @@ _GC_KEYS = (
     "gc.refs/worklease/*.reflogExpire",
 )
 _LOG_KEY = "core.logAllRefUpdates"
-#: How often writes start the retention pass in the background (``gitlease.autoPrune``).
-AUTO_PRUNE_SECONDS = 86_400.0
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
 GC_GRACE = "1.hour.ago"
-#: Retention passes this process started and has not reaped yet (a library caller lives on).
-_BACKGROUND: list[subprocess.Popen[bytes]] = []
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
-BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
-BROKEN_FOR_TESTS = _testing.switch(BREAK_ENV) == "yes-break-safety-for-tests"
+BROKEN_FOR_TESTS = _testing.switch(_testing.BREAK_CAS) == "yes-break-safety-for-tests"
 
 
 class Store:
@@ -599,60 +592,9 @@ class Store:
             raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
 
     def start_retention_if_due(self) -> None:
-        """About once a day, start the retention pass in the background (``gitlease prune
-        --auto``, which reads ``gitlease.autoPrune``). One ``stat`` when it is not due.
-
-        The stamp's time is set when a pass is claimed, so racing writers start one pass
-        (and a second one started anyway finds the pass lock taken and ends). Best effort:
-        it never fails a write.
-        """
-        stamp = self.git_dir / "worklease" / "last-prune"
-        now = time.time()
-        try:
-            age = now - stamp.stat().st_mtime
-        except FileNotFoundError:
-            self._touch(stamp, now)  # a new store: its first pass is due a day from now
-            return
-        except OSError:
-            return
-        if -AUTO_PRUNE_SECONDS < age < AUTO_PRUNE_SECONDS:  # (far in the future: clock went back)
-            return
-        if self._touch(stamp, now):
-            self._spawn_retention()
-
-    @staticmethod
-    def _touch(path: Path, when: float) -> bool:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-            os.utime(path, (when, when))
-            return True
-        except OSError:
-            return False
-
-    def _spawn_retention(self) -> None:
-        """``python -m gitlease prune --auto`` on this store, detached: its own session, no
-        terminal, nothing inherited that would make it act for the caller (a lent guard)."""
-        env = {
-            k: v
-            for k, v in git_env().items()
-            if k not in (guards.GUARD_ENV, BREAK_ENV, "GITLEASE_RECEIPT")
-        }
-        env.update(GITLEASE_STORE=str(self.git_dir), GITLEASE_REMOTE=self.remote or "")
-        _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]
-        with suppress(OSError, ValueError):
-            _BACKGROUND.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "gitlease", "prune", "--auto"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    cwd="/",
-                    env=env,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            )
+        """About once a day, start the retention pass in the background
+        (:func:`gitlease.autoprune.start_if_due`). Best effort: it never fails a write."""
+        autoprune.start_if_due(self.git_dir, self.remote)
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
