@@ -29,7 +29,8 @@ from pathlib import Path
 
 from common import ENV, GITLEASE, PYTHON, make_repo, report, time_interleaved
 
-from gitlease import fence
+from gitlease import fencecheck, fencegit
+from gitlease.trailer import Trailer, parse_trailer
 
 RESOURCE = "bench/fenced"
 
@@ -82,7 +83,7 @@ def main() -> None:
     run(["git", "remote", "add", "plain", plain.as_uri()], client)
     doc = json.loads(run([*GITLEASE, "acquire", RESOURCE, "--ttl", "1d", "--json"], client))
 
-    trailer = fence.Trailer(RESOURCE, doc["claim_id"], doc["revision"]).line()
+    trailer = Trailer(RESOURCE, doc["claim_id"], doc["revision"]).line()
     tip = make_commits(client, trailer, count)
 
     def push_to(remote: str):
@@ -101,18 +102,18 @@ def main() -> None:
 
     print(f"8b. the hook's check of those {count} commits, on the server")
     line = f"{'0' * 40} {tip} refs/heads/bench\n"
-    update = fence.parse_updates(line)
-    git = fence.Git(fenced)
+    update = fencegit.parse_updates(line)
+    git = fencegit.Git(fenced)
     parts: dict[str, list[float]] = {k: [] for k in ("list", "read", "judge", "check")}
     for _ in range(n + 1):
         start = time.perf_counter()
-        new = fence.list_commits(git, [tip], options=fence.NEW_TO_THE_REPOSITORY)
+        new = fencegit.list_commits(git, [tip], options=fencegit.NEW_TO_THE_REPOSITORY)
         listed = time.perf_counter()
-        blobs = fence.read_blobs(git, [fence.parse_trailer(new[0].trailers[0]).ref])
+        blobs = fencegit.read_blobs(git, [parse_trailer(new[0].trailers[0]).ref])
         read = time.perf_counter()
-        findings = fence.judge_commits(git, new)
+        findings = fencecheck.judge_commits(git, new)
         judged = time.perf_counter()
-        report_ = fence.check_push(update, commits=git, claims=git)
+        report_ = fencecheck.check_push(update, commits=git, claims=git)
         checked = time.perf_counter()
         assert len(new) == count and blobs and report_.ok and findings[0].accepted
         for key, value in zip(parts, (listed - start, read - listed, judged - read,

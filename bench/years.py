@@ -11,7 +11,7 @@ and the default policy (7 days) keeps it all.
 Before and after the retention pass it prints the store's size on disk, its file counts,
 its object count and reflog lines, and the times of `gitlease log` (one resource),
 `verify` and `list` (whole CLI processes). The pass is the library's
-`maintenance.retain(store, grace="now")`: nothing writes meanwhile, so `git gc` may drop
+`pruning.retain(store, grace="now")`: nothing writes meanwhile, so `git gc` may drop
 what the pass expired at once (the daily pass leaves unreferenced objects an hour, and
 the next day's pass drops them).
 
@@ -209,7 +209,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     os.chdir(repo)
     from gitlease.location import open_store
-    from gitlease.maintenance import retain
+    from gitlease.pruning import retain
 
     started = time.perf_counter()
     report = retain(open_store(cwd=repo), grace="now")

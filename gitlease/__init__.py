@@ -56,10 +56,9 @@ if TYPE_CHECKING:
     from .lease import release as release
     from .lease import unbind as unbind
     from .location import open_store as open_store
-    from .maintenance import prune as prune
-    from .maintenance import retain as retain
-    from .maintenance import verify as verify
     from .providers import canonical_key as canonical_key
+    from .pruning import prune as prune
+    from .pruning import retain as retain
     from .reads import free as free
     from .reads import history as history
     from .reads import list_claims as list_claims
@@ -67,6 +66,7 @@ if TYPE_CHECKING:
     from .reads import show as show
     from .remote import RemoteStore as RemoteStore
     from .store import Store as Store
+    from .verification import verify as verify
 
 __version__ = "0.2.0"
 
@@ -98,9 +98,9 @@ _LAZY = {
     "keep_alive": "keepalive",
     "keep_bundle_alive": "keepalive",
     "Keeper": "keepers",
-    "verify": "maintenance",
-    "prune": "maintenance",
-    "retain": "maintenance",
+    "verify": "verification",
+    "prune": "pruning",
+    "retain": "pruning",
 }
 
 __all__ = [

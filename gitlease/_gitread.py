@@ -18,6 +18,8 @@ from .value import Value
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = "0" * 40
+#: A full object id, SHA-1 or SHA-256.
+OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
 _PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
 

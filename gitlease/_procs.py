@@ -14,6 +14,7 @@ import os
 from functools import cache
 from pathlib import Path
 
+from ._text import masked
 from .value import Value
 
 #: The shells an agent's commands run through, by the kernel's name for the process.
@@ -57,7 +58,7 @@ def inspect(pid: int) -> Proc | None:
             int(fields[19]),
             int(fields[1]),
             fields[0].decode("ascii", "replace"),
-            printable(head.partition(b"(")[2].decode("utf-8", "replace")),
+            masked(head.partition(b"(")[2].decode("utf-8", "replace")),
         )
     except (IndexError, ValueError):
         return None
@@ -131,9 +132,3 @@ def boot_id() -> str:
             return f.read().strip()
     except OSError:
         return "unknown"
-
-
-def printable(text: str, limit: int = 64) -> str:
-    """``text`` with every character that is not printable shown as ``?`` (a process can
-    give itself any name, including terminal escapes), cut to ``limit`` characters."""
-    return "".join(c if c.isprintable() else "?" for c in text[:limit])

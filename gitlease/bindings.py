@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ._files import atomic_write
-from .errors import StoreError, UsageError
-from .receipts import check_directory, private_dir, resource_key
+from .errors import ReceiptError, StoreError, UsageError
+from .receipts import ClaimRef, Receipt, check_directory, private_dir, resource_key
+from .receipts import read as read_receipt
 from .value import Value
 
 _HEX = frozenset("0123456789abcdef")
@@ -45,6 +46,25 @@ class Binding(Value):
     claim_id: str
     receipt: str
     oid: str | None
+
+
+def unreadable(path: Path) -> str:
+    """What the commit hooks say of a binding file they cannot read (they refuse the commit)."""
+    return f"the binding {path} is unreadable; run `gitlease unbind`"
+
+
+def bound_claim(binding: Binding) -> tuple[Receipt, ClaimRef]:
+    """The receipt a binding names, and its claim on the bound resource: :class:`ReceiptError`
+    when the receipt cannot be read or no longer holds the bound claim (a later acquire of
+    the resource wrote another receipt there, or it was replaced by hand)."""
+    receipt = read_receipt(Path(binding.receipt))
+    claim = receipt.claim_for(binding.resource)
+    if claim is None or claim.claim_id != binding.claim_id:
+        raise ReceiptError(
+            f"receipt {binding.receipt} does not hold claim {binding.claim_id} on "
+            f"{binding.resource}"
+        )
+    return receipt, claim
 
 
 def bindings_dir(worktree_git_dir: Path) -> Path:

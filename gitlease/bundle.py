@@ -2,7 +2,8 @@
 
 A bundle is one acquire over many refs (one receipt, one bundle id in every
 record), written in one reference transaction; every later operation acts on
-all its members (docs/concepts.md). Thin wrappers over :mod:`gitlease.core`.
+all its members (docs/concepts.md). Thin wrappers over
+:mod:`gitlease.acquisition` and :mod:`gitlease.core`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import core, ownership, request
+from . import acquisition, core, ownership, request
 from ._gitread import Snapshot
 from .claim import Claim, judge
 from .clock import Now, parse_duration_ms
@@ -57,7 +58,7 @@ def acquire_many(
     asked = request.acquire_request(
         resources, bundle=True, worktree=store.location.worktree, **options
     )
-    claims, rec = core.acquire_claims(store, asked, on_wait=on_wait)
+    claims, rec = acquisition.acquire_claims(store, asked, on_wait=on_wait)
     return BundleResult(rec.bundle_id, claims, rec)
 
 

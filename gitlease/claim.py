@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._gitread import Snapshot
+from ._text import printable
 from .clock import Now, format_duration, parse_rfc3339
 from .errors import CorruptRecordError, HeldError, UsageError
 from .receipts import ClaimRef
@@ -25,7 +26,6 @@ from .record import (
     blob_oid,
     parse,
     parse_and_verify,
-    printable,
 )
 from .refname import decode
 from .value import Value

@@ -64,6 +64,7 @@ class Now(Value):
 
     @classmethod
     def read(cls) -> Now:
+        """The clocks now: the boot clock (which decides expiry), the wall clock, the boot."""
         boot_ms = int(_boot_seconds() * 1000) + _TEST_BOOT_OFFSET_MS
         return cls(boot_ms, time.time_ns() // 1_000_000, boot_id())
 

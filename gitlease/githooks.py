@@ -1,12 +1,9 @@
 """The commit hooks: put gitlease's check next to the hooks a repository already runs.
 
-Where git looks for hooks depends on ``core.hooksPath``. Unset, or absolute, every worktree
-of the repository shares one folder (with a global value, every repository of the user
-does). Relative, it is resolved in each worktree's own top folder, so each worktree has its
-own hooks (husky's ``.husky/_``, a committed ``.githooks``), and a worktree added later has
-whatever its checkout brings. This module therefore looks at every worktree, and answers
-one question for each: does ``git commit`` here run gitlease's check? See
-docs/howto/hook-managers.md for what each configuration checks.
+Every worktree is looked at (:mod:`gitlease.hookdirs` finds where git looks for its hooks,
+:mod:`gitlease.hookinspect` what runs there), and this module answers one question for each:
+does ``git commit`` here run gitlease's check? See docs/howto/hook-managers.md for what each
+configuration checks.
 
 Installing writes gitlease's hook program under each hook name, in every hooks folder of
 the repository that gitlease may write: never into a folder that is part of a checkout (a
@@ -26,45 +23,37 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import shlex
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _hookfiles
+from ._hookfiles import is_ours, read_head
 from .errors import StoreError, UsageError
-
-#: The hooks that carry the check: `git commit` (pre-commit; prepare-commit-msg, which
-#: `--no-verify` does not skip, and which cherry-pick, revert and rebase also run), merges
-#: (pre-merge-commit) and `git am` / `git rebase --apply` (applypatch-msg, pre-applypatch).
-HOOK_NAMES = (
-    "pre-commit",
-    "prepare-commit-msg",
-    "pre-merge-commit",
-    "applypatch-msg",
-    "pre-applypatch",
+from .hookdirs import (
+    HOOK_NAMES,
+    KEPT_DIR,
+    OLD_KEPT_SUFFIX,
+    Location,
+    Repository,
+    kept_hook,
+    location,
+    locations,
+    repository,
+    same_path,
+    sidelined_ours,
 )
-MARKER = "gitlease-managed-hook"
-KEPT_DIR = "gitlease-chained"
-#: Where gitlease 0.1 kept an earlier hook (``<name>.gitlease-chained``); moved on install.
-OLD_KEPT_SUFFIX = ".gitlease-chained"
-#: Where a hook manager moves a hook it replaces: pre-commit (which runs it), lefthook (which
-#: does not).
-SIDELINED = (".legacy", ".old")
-#: The command that runs the check from a manager's configuration or a hook script.
-CHECK_COMMAND = "gitlease-hook"
-_CHECK_WORDS = ("gitlease-hook", "gitlease.hookcheck", "gitlease-claim")
+from .hookinspect import CHECK_COMMAND, HookState, executable, inspect_hook, manager_of, same_kind
+
 _PLACEHOLDER = "gitlease_python='python3'"
 _DOCS = "docs/howto/hook-managers.md"
 
 
 def hook_source(python: str | None = None) -> str:
     """The hook program from the project's ``hooks/`` folder, pinned to this Python."""
-    from importlib.resources import files
-
-    text = (files("gitlease._hooks") / "gitlease-hook").read_text(encoding="utf-8")
-    return text.replace(_PLACEHOLDER, f"gitlease_python={shlex.quote(python or sys.executable)}")
+    return _hookfiles.program(
+        "gitlease-hook", _PLACEHOLDER, "gitlease_python", python or sys.executable
+    )
 
 
 def snippet(name: str) -> str:
@@ -72,329 +61,10 @@ def snippet(name: str) -> str:
     return f'{CHECK_COMMAND} {name} "$@" || exit $?'
 
 
-# ------------------------------------------------------------------ finding the hooks folders
-
-
-def _git(*args: str, cwd: Path | None) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    except OSError as exc:
-        raise UsageError(f"cannot run git: {exc}") from None
-
-
-@dataclass
-class Location:
-    """Where git looks for the hooks of one worktree."""
-
-    path: Path
-    configured: str | None  # the value of core.hooksPath, if set
-    scope: str | None  # where it is set: local, global, system, worktree, command
-    #: A folder that is part of this checkout (not ignored, or tracked): gitlease never
-    #: writes there. None, or the worktree it belongs to.
-    checkout: Path | None = None
-
-    @property
-    def relative(self) -> bool:
-        return self.configured is not None and not Path(self.configured).is_absolute()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "path": str(self.path),
-            "core_hooks_path": self.configured,
-            "scope": self.scope,
-            "per_worktree": self.relative,
-            "part_of_checkout": self.checkout is not None,
-        }
-
-
-@dataclass
-class Repository:
-    common_dir: Path
-    worktrees: list[Path]  # every worktree whose folder exists, the main one first
-    current: Path | None  # the worktree around cwd (None in a bare repository)
-
-
-def repository(cwd: Path | None = None) -> Repository:
-    found = _git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=cwd)
-    if found.returncode != 0 or not found.stdout.strip():
-        raise UsageError(f"not inside a git repository: {found.stderr.strip()}")
-    common = Path(found.stdout.strip())
-    top = _git("rev-parse", "--show-toplevel", cwd=cwd)
-    current = Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
-    listed = _git("worktree", "list", "--porcelain", cwd=cwd)
-    trees: list[Path] = []
-    for line in listed.stdout.splitlines():
-        if line.startswith("worktree "):
-            trees.append(Path(line[len("worktree ") :]))
-        elif line == "bare" and trees:
-            trees.pop()
-    trees = [t for t in trees if t.is_dir()]
-    if current is not None and not any(_same(current, t) for t in trees):
-        trees.insert(0, current)
-    return Repository(common, trees, current)
-
-
-def _same(a: Path, b: Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def _under(path: Path, top: Path) -> bool:
-    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(top))
-
-
-def location(repo: Repository, worktree: Path | None) -> Location:
-    """The hooks folder that git uses for commits made in ``worktree``."""
-    where = worktree if worktree is not None else repo.common_dir
-    got = _git("config", "--show-scope", "--path", "--get", "core.hooksPath", cwd=where)
-    if got.returncode == 0 and "\t" in got.stdout:
-        scope, value = got.stdout.rstrip("\n").split("\t", 1)
-        path = Path(value)
-        if not path.is_absolute():
-            path = (worktree if worktree is not None else repo.common_dir) / path
-        loc = Location(Path(os.path.normpath(path)), value, scope)
-    else:
-        loc = Location(repo.common_dir / "hooks", None, None)
-    loc.checkout = _checkout_owning(loc.path, repo)
-    return loc
-
-
-def _checkout_owning(directory: Path, repo: Repository) -> Path | None:
-    """The worktree whose checkout ``directory`` is part of (not ignored), if any."""
-    for top in repo.worktrees:
-        if not _under(directory, top) or _under(directory, top / ".git"):
-            continue
-        if _under(directory, repo.common_dir):
-            continue
-        real_top = Path(os.path.realpath(top))
-        rel = Path(os.path.realpath(directory)).relative_to(real_top)
-        probes = [str(rel / n) for n in HOOK_NAMES] + [str(rel / KEPT_DIR / HOOK_NAMES[0])]
-        got = _git("check-ignore", "--", *probes, cwd=real_top)
-        ignored = set(got.stdout.splitlines())
-        if not all(p in ignored for p in probes):
-            return top
-    return None
-
-
-# ------------------------------------------------------------------ what each hook does
-
-
-def _read(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read(1 << 20).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def is_ours(path: Path) -> bool:
-    text = _read(path)
-    return text is not None and MARKER in text[:600]
-
-
-def manager_of(text: str | None) -> str | None:
-    """Whose hook script this is, when it is a hook manager's (or gitlease's)."""
-    if text is None:
-        return None
-    if MARKER in text[:600]:
-        return "gitlease"
-    if "File generated by pre-commit" in text:
-        return "pre-commit"
-    if "call_lefthook" in text or "lefthook run" in text:
-        return "lefthook"
-    if re.search(r'dirname[^\n]*"\$0"\)/h"', text) or "husky.sh" in text:
-        return "husky"
-    return None
-
-
-def _mentions_check(text: str | None) -> bool:
-    if text is None:
-        return False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            continue
-        if any(word in stripped for word in _CHECK_WORDS):
-            return True
-    return False
-
-
-def _lefthook_runs_check(top: Path, name: str) -> bool:
-    """A lefthook configuration in ``top`` with a command for ``name`` that runs the check."""
-    for base in ("lefthook", ".lefthook", ".config/lefthook"):
-        for variant in ("", "-local"):
-            for ext in (".yml", ".yaml"):
-                text = _read(top / f"{base}{variant}{ext}")
-                if text is None:
-                    continue
-                section: list[str] = []
-                inside = False
-                for line in text.splitlines():
-                    if line and not line[0].isspace() and not line.startswith("#"):
-                        inside = re.match(rf"['\"]?{re.escape(name)}['\"]?\s*:", line) is not None
-                        continue
-                    if inside:
-                        section.append(line)
-                if _mentions_check("\n".join(section)):
-                    return True
-    return False
-
-
-def _pre_commit_runs_check(top: Path, script: str, name: str) -> bool:
-    """The pre-commit framework's configuration runs gitlease's check in stage ``name``."""
-    found = re.search(r"--config=([^\s)'\"]+)", script)
-    config = top / (found.group(1) if found else ".pre-commit-config.yaml")
-    text = _read(config)
-    if not _mentions_check(text):
-        return False
-    try:
-        import yaml  # type: ignore[import-untyped]  # pre-commit's own dependency
-    except ImportError:
-        return True  # it names the check; which stages cannot be read without PyYAML
-    try:
-        doc = yaml.safe_load(text or "")
-    except Exception:
-        return False
-    aliases = {"commit": "pre-commit", "merge-commit": "pre-merge-commit"}
-    aliases["prepare-commit"] = "prepare-commit-msg"
-    for repo in (doc or {}).get("repos", []) if isinstance(doc, dict) else []:
-        for hook in repo.get("hooks", []) if isinstance(repo, dict) else []:
-            if not isinstance(hook, dict) or not _mentions_check(
-                f"{hook.get('id', '')} {hook.get('entry', '')}"
-            ):
-                continue
-            stages = hook.get("stages")
-            if stages is None and repo.get("repo") not in ("local", "meta"):
-                stages = ["pre-commit", "prepare-commit-msg", "pre-merge-commit"]
-            if stages is None or name in {aliases.get(s, s) for s in stages}:
-                return True
-    return False
-
-
-def _pinned_python(text: str) -> str | None:
-    found = re.search(r"^gitlease_python=(.*)$", text, re.MULTILINE)
-    if not found:
-        return None
-    try:
-        words = shlex.split(found.group(1))
-    except ValueError:
-        return None
-    return words[0] if words else None
-
-
-def _program(text: str) -> str:
-    """The hook program without the line that pins its Python."""
-    return re.sub(r"^gitlease_python=.*$", "", text, count=1, flags=re.MULTILINE)
-
-
-def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-@dataclass
-class HookState:
-    """One hook name in one hooks folder, and whether git running it runs the check."""
-
-    name: str
-    path: Path
-    #: installed (gitlease's, current), outdated (gitlease's, another version), broken
-    #: (gitlease's, cannot run), native (someone else's hook that runs the check), sidelined
-    #: (a hook manager replaced gitlease's), foreign (someone else's, no check), missing.
-    state: str
-    checked: bool
-    manager: str | None = None  # whose hook git runs here (gitlease, husky, lefthook, pre-commit)
-    kept: Path | None = None  # the earlier hook that gitlease's runs first
-    detail: str = ""
-
-    @property
-    def chained(self) -> bool:
-        return self.kept is not None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "hook": self.name,
-            "path": str(self.path),
-            "state": self.state,
-            "checked": self.checked,
-            "manager": self.manager,
-            "chained": self.chained,
-            "kept": str(self.kept) if self.kept else None,
-            "detail": self.detail,
-        }
-
-
-def _kept(directory: Path, name: str) -> Path | None:
-    for path in (directory / KEPT_DIR / name, directory / (name + OLD_KEPT_SUFFIX)):
-        if os.path.lexists(path):
-            return path
-    return None
-
-
-def _sidelined_ours(directory: Path, name: str) -> list[Path]:
-    return [directory / (name + s) for s in SIDELINED if is_ours(directory / (name + s))]
-
-
-def inspect_hook(loc: Location, name: str, top: Path | None, source: str) -> HookState:
-    directory = loc.path
-    path = directory / name
-    text = _read(path) if path.is_file() else None
-    kept = _kept(directory, name)
-    manager = manager_of(text)
-    if text is None:
-        return HookState(name, path, "missing", False, detail="no hook there")
-    if not _executable(path):
-        return HookState(
-            name, path, "foreign", False, manager, kept, "not executable, so git does not run it"
-        )
-    if manager == "gitlease":
-        kept_for_ours = kept if kept is not None and _executable(kept) else None
-        if _program(text) != _program(source):
-            return HookState(
-                name, path, "outdated", True, manager, kept_for_ours, "from another gitlease"
-            )
-        python = _pinned_python(text)
-        if not python or not (os.path.isabs(python) and os.access(python, os.X_OK)):
-            return HookState(
-                name,
-                path,
-                "broken",
-                False,
-                manager,
-                kept_for_ours,
-                f"its Python ({python}) is gone: every commit is refused",
-            )
-        return HookState(name, path, "installed", True, manager, kept_for_ours)
-    who = manager or "someone else"
-    native = False
-    if manager == "husky":
-        native = _mentions_check(_read(directory.parent / name))
-        where = directory.parent / name
-    elif manager == "lefthook":
-        native = top is not None and _lefthook_runs_check(top, name)
-        where = Path("lefthook.yml")
-    elif manager == "pre-commit":
-        native = top is not None and _pre_commit_runs_check(top, text, name)
-        where = Path(".pre-commit-config.yaml")
-    else:
-        native = _mentions_check(text)
-        where = path
-    if native:
-        return HookState(name, path, "native", True, manager, None, f"{where} runs the check")
-    sidelined = _sidelined_ours(directory, name)
-    if sidelined:
-        runs_it = manager == "pre-commit" and sidelined[0].name.endswith(".legacy")
-        detail = f"{who} moved gitlease's hook to {sidelined[0].name}"
-        detail += " and still runs it" if runs_it else " and does not run it"
-        return HookState(name, path, "sidelined", runs_it, manager, kept, detail)
-    return HookState(
-        name, path, "foreign", False, manager, kept, f"{who}'s hook, without the check"
-    )
-
-
-# ------------------------------------------------------------------ reports
-
-
 @dataclass
 class WorktreeReport:
+    """One worktree: its hooks folder, each hook's state, what keeps the check out, the fix."""
+
     worktree: Path | None
     location: Location
     hooks: list[HookState]
@@ -403,9 +73,11 @@ class WorktreeReport:
 
     @property
     def in_effect(self) -> bool:
+        """Commits here are checked: nothing is in the way of the check."""
         return not self.problems
 
     def to_dict(self) -> dict[str, object]:
+        """The worktree as ``hooks status --json`` prints it."""
         return {
             "worktree": str(self.worktree) if self.worktree else None,
             "in_effect": self.in_effect,
@@ -427,13 +99,16 @@ class Report:
 
     @property
     def in_effect(self) -> bool:
+        """Commits in this worktree are checked (this decides the exit code)."""
         return self.here.in_effect
 
     @property
     def everywhere(self) -> bool:
+        """Commits are checked in every worktree of the repository."""
         return all(w.in_effect for w in self.worktrees)
 
     def to_dict(self) -> dict[str, object]:
+        """The report as ``hooks status --json`` prints it (docs/reference/json.md)."""
         doc = self.here.to_dict()
         doc["worktrees"] = [
             {
@@ -532,12 +207,13 @@ def _report(repo: Repository, changed: list[str] | None = None) -> Report:
     here = reports[0]
     if repo.current is not None:
         for r in reports:
-            if r.worktree is not None and _same(r.worktree, repo.current):
+            if r.worktree is not None and same_path(r.worktree, repo.current):
                 here = r
     return Report(here, reports, list(changed or []), _notes(repo, reports))
 
 
 def status(cwd: Path | None = None) -> Report:
+    """Whether commits are checked, in this worktree and in every other one."""
     return _report(repository(cwd))
 
 
@@ -556,43 +232,6 @@ def commit_check(cwd: Path | None = None) -> WorktreeReport | None:
     return _assess(repo, repo.current, hook_source())
 
 
-def hooks_dir(cwd: Path | None = None) -> Path:
-    """The hooks folder git uses for commits in the worktree around ``cwd``."""
-    repo = repository(cwd)
-    return location(repo, repo.current).path
-
-
-# ------------------------------------------------------------------ install and uninstall
-
-
-def _locations(repo: Repository) -> list[tuple[Location, Path | None]]:
-    """Each distinct hooks folder of the repository, with the first worktree using it."""
-    seen: dict[str, tuple[Location, Path | None]] = {}
-    trees: list[Path | None] = list(repo.worktrees) or [None]  # a bare repository: its own
-    for worktree in trees:
-        loc = location(repo, worktree)
-        seen.setdefault(os.path.realpath(loc.path), (loc, worktree))
-    return list(seen.values())
-
-
-def _same_kind(a: Path, b: Path) -> bool:
-    """Both scripts of one hook manager (its reinstall supersedes the other), or identical."""
-    try:
-        if a.read_bytes() == b.read_bytes():
-            return True
-    except OSError:
-        return False
-    kind = manager_of(_read(a))
-    return kind is not None and kind == manager_of(_read(b))
-
-
-def _write_ours(path: Path, source: str) -> None:
-    tmp = path.parent / f".{path.name}.gitlease-tmp"
-    tmp.write_text(source, encoding="utf-8")
-    tmp.chmod(0o755)
-    os.replace(tmp, path)
-
-
 def _install_into(
     loc: Location, top: Path | None, source: str, changed: list[str], refused: list[str]
 ) -> None:
@@ -606,14 +245,14 @@ def _install_into(
         if os.path.lexists(old) and not os.path.lexists(kept):
             kept_dir.mkdir(exist_ok=True)
             os.rename(old, kept)
-        front = _read(path) if path.is_file() else None
+        front = read_head(path) if path.is_file() else None
         kind = manager_of(front)
-        sidelined = _sidelined_ours(directory, name)
+        sidelined = sidelined_ours(directory, name)
         if kind == "gitlease":
             for stale in sidelined:
                 stale.unlink()
-            if front != source or not _executable(path):
-                _write_ours(path, source)
+            if front != source or not executable(path):
+                _hookfiles.write(path, source)
                 changed.append(f"updated {path}")
             continue
         if front is not None and inspect_hook(loc, name, top, source).state == "native":
@@ -624,14 +263,14 @@ def _install_into(
                 stale.unlink()
             changed.append(f"removed gitlease's hook from {sidelined[0]}")
             if os.path.lexists(kept):
-                if os.path.lexists(path) and _same_kind(kept, path):
+                if os.path.lexists(path) and same_kind(kept, path):
                     kept.unlink()
                 else:
                     os.rename(kept, sidelined[0])
                     changed.append(f"moved the hook gitlease kept back to {sidelined[0]}")
         if os.path.lexists(path):
             if os.path.lexists(kept):
-                if not _same_kind(kept, path):
+                if not same_kind(kept, path):
                     refused.append(
                         f"{path} is not gitlease's, and gitlease already keeps an earlier hook "
                         f"at {kept}: delete the one you no longer need, then install again"
@@ -641,7 +280,7 @@ def _install_into(
             kept_dir.mkdir(exist_ok=True)
             os.rename(path, kept)
             changed.append(f"kept {kind or 'the earlier'} hook {name} as {kept}")
-        _write_ours(path, source)
+        _hookfiles.write(path, source)
         changed.append(f"installed {path}")
 
 
@@ -651,7 +290,7 @@ def install(cwd: Path | None = None) -> Report:
     source = hook_source()
     changed: list[str] = []
     refused: list[str] = []
-    for loc, top in _locations(repo):
+    for loc, top in locations(repo):
         if loc.checkout is not None:
             continue  # part of a checkout: the report names the line to add instead
         if loc.relative and not loc.path.is_dir():
@@ -669,7 +308,7 @@ def uninstall(cwd: Path | None = None) -> Report:
     """Remove gitlease's hooks everywhere and restore the hooks they kept."""
     repo = repository(cwd)
     changed: list[str] = []
-    for loc, _top in _locations(repo):
+    for loc, _top in locations(repo):
         if not loc.path.is_dir():
             continue
         try:
@@ -682,7 +321,7 @@ def uninstall(cwd: Path | None = None) -> Report:
 def _uninstall_from(directory: Path, changed: list[str]) -> None:
     for name in HOOK_NAMES:
         path = directory / name
-        kept = _kept(directory, name)
+        kept = kept_hook(directory, name)
         if is_ours(path):
             path.unlink()
             changed.append(f"removed {path}")
@@ -690,14 +329,14 @@ def _uninstall_from(directory: Path, changed: list[str]) -> None:
                 os.rename(kept, path)
                 changed.append(f"restored the earlier hook {path}")
             continue
-        sidelined = _sidelined_ours(directory, name)
+        sidelined = sidelined_ours(directory, name)
         for stale in sidelined:
             stale.unlink()
             changed.append(f"removed gitlease's hook from {stale}")
         if kept is None:
             continue
         if sidelined:
-            if os.path.lexists(path) and _same_kind(kept, path):
+            if os.path.lexists(path) and same_kind(kept, path):
                 kept.unlink()  # the manager in front reinstalled its own script over it
             else:
                 os.rename(kept, sidelined[0])  # where the manager would have put it
@@ -705,7 +344,7 @@ def _uninstall_from(directory: Path, changed: list[str]) -> None:
         elif not os.path.lexists(path):
             os.rename(kept, path)
             changed.append(f"restored the earlier hook {path}")
-        elif _same_kind(kept, path):
+        elif same_kind(kept, path):
             kept.unlink()  # a manager rewrote the hook: its current script stays
         else:
             changed.append(f"left {kept}: it is not gitlease's, and nothing runs it")

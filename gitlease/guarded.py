@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import core, guards, ownership
+from . import _testing, core, guards, ownership
 from ._files import atomic_write
 from .claim import Claim, remaining_ms
 from .clock import Now
@@ -28,7 +28,7 @@ from .errors import GitleaseError, LostError, PartialBundleError, PreconditionEr
 from .lease import acquire
 from .receipts import ClaimRef, Receipt
 from .record import COORDINATION_ONLY
-from .store import BREAK_ENV, Store
+from .store import Store
 from .value import Value
 
 POLL_SECONDS = 1.0
@@ -149,7 +149,7 @@ def execute(
 
 def _child_env(store: Store, claim: Claim, delegation: str) -> dict[str, str]:
     assert claim.record is not None
-    env = {k: v for k, v in os.environ.items() if k != BREAK_ENV}
+    env = {k: v for k, v in os.environ.items() if k != _testing.BREAK_CAS}
     env.update(
         GITLEASE_RESOURCE=claim.resource,
         GITLEASE_CLAIM_ID=claim.record.claim_id,

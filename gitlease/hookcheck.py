@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 
 from . import bindings as bindings_mod
-from . import receipts as receipts_mod
-from .errors import GitleaseError, ReceiptError
+from .errors import GitleaseError
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
@@ -62,16 +61,10 @@ def problems(cwd: Path | None = None) -> list[str]:
     out = []
     for binding in bound:
         if isinstance(binding, Path):
-            out.append(f"the binding {binding} is unreadable; run `gitlease unbind`")
+            out.append(bindings_mod.unreadable(binding))
             continue
         try:
-            receipt = receipts_mod.read(Path(binding.receipt))
-            claim_ref = receipt.claim_for(binding.resource)
-            if claim_ref is None or claim_ref.claim_id != binding.claim_id:
-                raise ReceiptError(
-                    f"receipt {binding.receipt} does not hold claim {binding.claim_id} on "
-                    f"{binding.resource}"
-                )
+            receipt, claim_ref = bindings_mod.bound_claim(binding)
             # the binding's id of this worktree's last record spares the signature check
             # when the record is that one, byte for byte (docs/design.md)
             check_claims(store, receipt, [claim_ref.replace(oid=binding.oid)], 0)
@@ -98,6 +91,7 @@ def _require_claim(git_dir: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m gitlease.hookcheck HOOK [ARGS]``: 0 lets the commit proceed, 1 refuses it."""
     args = sys.argv[1:] if argv is None else argv
     hook = args[0] if args else "pre-commit"
     try:

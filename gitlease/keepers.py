@@ -28,6 +28,7 @@ from typing import Any
 
 from . import _procs
 from ._files import atomic_write, flocked
+from ._text import masked
 from .errors import HeldError, StoreError
 from .value import Value
 
@@ -110,9 +111,9 @@ def parse(doc: Any) -> Keeper | None:
         bundle_id=bundle_id,
         watched_pid=ints[2],
         watched_start=ints[3],
-        watched_name=_procs.printable(texts[1]),
-        started_at=_procs.printable(texts[2]),
-        until=_procs.printable(texts[3]),
+        watched_name=masked(texts[1]),
+        started_at=masked(texts[2]),
+        until=masked(texts[3]),
         log=texts[4],
     )
 

@@ -1,7 +1,7 @@
 """One resource: acquire, heartbeat, release, check, bind and unbind (docs/concepts.md).
 
-Thin wrappers over :mod:`gitlease.core`: a single claim is the engine's write
-over one ref, without a bundle id.
+Thin wrappers over the claims core (:mod:`gitlease.acquisition`, :mod:`gitlease.firstfree`,
+:mod:`gitlease.core`): a single claim is the engine's write over one ref, without a bundle id.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from . import acquisition, core, firstfree, ownership, request
 from . import bindings as bindings_mod
-from . import core, ownership, request
 from . import receipts as receipts_mod
 from .bindings import Binding
 from .claim import Claim
@@ -65,7 +65,7 @@ def acquire(
     :class:`~gitlease.waiting.Waiting` between ``wait`` retries.
     """
     asked = request.acquire_request([resource], worktree=store.location.worktree, **options)
-    claims, rec = core.acquire_claims(store, asked, on_wait=on_wait)
+    claims, rec = acquisition.acquire_claims(store, asked, on_wait=on_wait)
     return Acquired(claims[0], rec)
 
 
@@ -85,7 +85,7 @@ def acquire_first_free(
     candidate; with ``wait``, waits until one can. ``options`` as for :func:`acquire`.
     """
     asked = request.first_free_request(candidates, **options)
-    claim, rec, skipped = core.acquire_first_free(store, asked, on_wait=on_wait)
+    claim, rec, skipped = firstfree.acquire_first_free(store, asked, on_wait=on_wait)
     return Acquired(claim, rec, tuple(skipped))
 
 

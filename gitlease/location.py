@@ -18,6 +18,7 @@ one it has.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -173,3 +174,27 @@ def open_store(
     from . import remote as remote_mod  # a remote store costs modules a local one never needs
 
     return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)
+
+
+def where(store: str | os.PathLike[str] | None = None, remote: str | None = None) -> dict[str, Any]:
+    """``gitlease where``: the store a command here uses and why, this worktree's receipts,
+    the remote that coordinates it (credentials redacted), and the git command that shows
+    its claims. It only looks: nothing is created, and no remote is recorded."""
+    from .receiptdir import default_dir
+    from .remote import redact
+
+    location = locate(store)
+    found = coordinator.choose(location, remote, record=False)
+    path = str(location.git_dir)
+    return {
+        "store": path,
+        "reason": location.reason,
+        "project": location.project,
+        "worktree": str(location.worktree) if location.worktree else None,
+        "receipts": str(default_dir(location.worktree_git_dir, state_home())),
+        "remote": redact(found.named) if found else None,
+        "remote_url": redact(found.remote) if found else None,
+        "remote_reason": f"chosen by {found.reason}" if found else None,
+        "inspect": f"git --git-dir={shlex.quote(path)} for-each-ref "
+        "--format='%(refname) %(raw)' refs/worklease/",
+    }

@@ -12,8 +12,8 @@ validly self-signed record with any values, so every value is checked here
 (times are times, numbers fit in 63 bits, object ids are hex) and any bytes
 at all give either a record or :class:`CorruptRecordError`, never another
 exception in the code that reads the record afterwards. Free text from a
-record may still hold control characters: :func:`printable` escapes them for
-people; :func:`check_text` keeps them (and pasted tokens) out of new records.
+record may still hold control characters: :func:`gitlease._text.printable` escapes
+them for people; :func:`check_text` keeps them (and pasted tokens) out of new records.
 
 ``cryptography`` is imported only when a key is made or a signature checked,
 so the commit hook's path stays lean.
@@ -29,6 +29,7 @@ import re
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from ._text import UNPRINTABLE
 from .errors import CorruptRecordError, UsageError
 from .value import Factory, Value
 
@@ -73,8 +74,6 @@ MAX_INT = 2**63 - 1
 #: What a pasted bearer token looks like: the prefix and a run of base64url characters.
 #: (A real token has 43; a shorter run is refused too, since part of a token is a leak.)
 TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
-#: C0 controls (newline and tab included), DEL, C1 controls, and lone surrogates.
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
 
 
@@ -114,6 +113,7 @@ class Record(Value):
 
     @property
     def held(self) -> bool:
+        """The record holds its claim (not a tombstone); expiry is judged by the clock."""
         return self.state == HELD
 
     def evolve(self, **changes: Any) -> Record:
@@ -413,7 +413,7 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
         raise UsageError(f"{what} must be text, not {type(text).__name__}")
     if max_chars is not None and len(text) > max_chars:
         raise UsageError(f"{what} is {len(text)} characters long; at most {max_chars} are allowed")
-    bad = _UNPRINTABLE.search(text)
+    bad = UNPRINTABLE.search(text)
     if bad is not None:
         code = ord(bad.group())
         if 0xD800 <= code <= 0xDFFF:
@@ -431,25 +431,8 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
     return text
 
 
-def printable(text: str) -> str:
-    """``text`` for a terminal: control characters and lone surrogates written as escapes.
-
-    Records can be forged, so every human-readable output of a record field goes
-    through this: a note can then never move the cursor, set a window title, or
-    print a line that looks like another field. (Not reversible: a backslash stays.)
-    """
-    return _UNPRINTABLE.sub(_escape_char, text)
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(code)
-    if named:
-        return named
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def is_token(text: object) -> bool:
+    """Whether ``text`` is a whole bearer token: the prefix and 32 bytes in base64url."""
     if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
         return False
     body = text[len(TOKEN_PREFIX) :]
@@ -490,8 +473,10 @@ def _signing_key(token: str) -> SigningKey:
 
 
 def new_claim_id() -> str:
+    """A fresh claim id: random, so a claim is never mistaken for an earlier one."""
     return "c-" + _random_hex(8)
 
 
 def new_bundle_id() -> str:
+    """A fresh bundle id, naming the claims one bundle acquire made together."""
     return "b-" + _random_hex(8)

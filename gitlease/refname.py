@@ -49,7 +49,6 @@ MAX_REF_CHARS = 1023
 COMPACT = "="
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
-_HEX = "0123456789abcdef"
 _RESERVED_ENDINGS = (".lock", LEAF_SUFFIX)
 _COMPONENT = re.compile(r"^(?:[a-z0-9_-]|\.|%[0-9a-f]{2})+$")
 _BASE32 = re.compile(r"[a-z2-7]+")
@@ -214,6 +213,7 @@ def _decode_escaped(ref: str, components: list[str]) -> str:
 
 
 def encode_or_none(resource: str) -> str | None:
+    """The ref of ``resource``, or None where it is not a valid resource name."""
     try:
         return encode(resource)
     except UsageError:

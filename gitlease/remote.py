@@ -22,7 +22,6 @@ own clock always runs out first.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
 from ._files import flocked, is_stale, lock_age
-from ._gitread import Snapshot, git_env, stderr_text, with_settings
+from ._gitread import Snapshot, git_env, with_settings
 from .clock import Now
 from .errors import (
     CompareAndSwapFailed,
@@ -38,6 +37,16 @@ from .errors import (
     StoreError,
     UsageError,
     WriteOutcomeUnknown,
+)
+from .pushreply import (
+    before_pack,
+    checked_before_sending,
+    classify,
+    http_refusal,
+    network_error,
+    push_statuses,
+    rejection,
+    server_said,
 )
 from .refname import PREFIX
 from .sightings import Sightings
@@ -49,59 +58,9 @@ if TYPE_CHECKING:
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
-#: ``git push --porcelain`` reasons for a refused ref. A race: the ref was not what we
-#: expected, or a racer held its lock (receive-pack: "atomic transaction failed"); decide
-#: again from a fresh fetch. A sibling: refused only because another ref of the same atomic
-#: push was. No verdict: the server did not say (settle by looking). Anything else is the
-#: server's policy (a hook, a hidden or protected ref).
-_RACE_REASONS = ("stale info", "fetch first", "atomic transaction failed", "failed to update",
-                 "failed to lock", "cannot lock")  # fmt: skip
-_SIBLING_REASONS = ("atomic push failed", "atomic push failure")
-_NO_VERDICT = ("remote failure", "remote failed to report")
 PRUNE_REFUSED = (
     "prune is not available with a remote store: the tombstones are what keep revisions "
     "increasing for every host"
-)
-#: git's own words (never the server's ``remote:`` lines) when a push ended before any pack
-#: was sent: it could not read the remote's first answer, or that answer was a refusal.
-_BEFORE_PACK = re.compile(
-    "|".join(
-        [
-            r"Could not read from remote repository",  # ssh, file: connect.c die_initial_contact
-            r"does not appear to be a git repository",
-            r"unable to connect to",  # git://
-            r"unable to access '",  # http(s): the first request failed (403, no connection)
-            r"Authentication failed for '",  # http(s): the first request, 401 with credentials
-            r"repository '.*' not found",  # http(s): the first request, 404
-            r"could not read (Username|Password) for",  # a 401, and no credentials to retry with
-            r"Could not resolve host",
-        ]
-    )
-)
-#: ... unless git also says the pack went out (an HTTP POST that was answered with an error).
-_PACK_SENT = re.compile(r"RPC failed|send-pack: ")
-#: An answer to the POST that carried the pack, by which the server refused to process it.
-_HTTP_REFUSED = re.compile(r"RPC failed; HTTP (4\d\d)\b")
-#: Of those refusals, the ones that say nothing answered there: the network, or no repository.
-_UNREACHABLE = re.compile(
-    "|".join(
-        [
-            r"Could not resolve host",
-            r"Connection refused",
-            r"Couldn't connect to server",
-            r"Failed to connect to",
-            r"[Tt]imed out",
-            r"No route to host",
-            r"Network is unreachable",
-            r"Connection reset",
-            r"Connection closed",
-            r"kex_exchange_identification",
-            r"unable to connect to",
-            r"does not appear to be a git repository",
-            r"repository '.*' not found",
-            r"returned error: 5\d\d",
-        ]
-    )
 )
 #: Transports on which git sends each push exactly once (git's HTTP client may send its
 #: POST again; so may a remote helper, for all we know).
@@ -202,7 +161,7 @@ class RemoteStore(Store):
                 )
                 if result is not None and result.returncode == 0:
                     return
-                why = _stderr(result)
+                why = network_error(result)
                 locked = "cannot lock ref" in why or ".lock': File exists" in why
                 if locked and attempt < 4:  # a killed fetch's lock, or git gc's for a moment
                     self._clear_stale_mirror_locks()
@@ -285,7 +244,7 @@ class RemoteStore(Store):
         """
         self._fetched_after_refusal = None
         result = self._network(*args)
-        statuses = _push_statuses(result.stdout if result is not None else b"")
+        statuses = push_statuses(result.stdout if result is not None else b"")
         ours = [statuses.get(ref) for ref, _, _ in planned]
         if (
             result is not None
@@ -294,11 +253,11 @@ class RemoteStore(Store):
         ):
             return  # "=": the ref already holds our new record (a retried push that had landed)
         reasons = [s[1] for s in ours if s is not None and s[0] == "!"]
-        verdict = _rejection(reasons)
-        why = _stderr(result)
+        verdict = rejection(reasons)
+        why = network_error(result)
         if verdict == "race":
             refused = "; ".join(sorted(set(reasons)))
-            if all(_checked_before_sending(r) for r in reasons):
+            if all(checked_before_sending(r) for r in reasons):
                 raise CompareAndSwapFailed(
                     f"the remote {self.shown} refused the update ({refused}): a claim changed "
                     "there meanwhile"
@@ -310,20 +269,20 @@ class RemoteStore(Store):
                 "there meanwhile"
             )
         if verdict == "policy":
-            policy = "; ".join(sorted({r for r in reasons if _classify(r) == "policy"}))
-            said = _server_said(result)
+            policy = "; ".join(sorted({r for r in reasons if classify(r) == "policy"}))
+            said = server_said(result)
             if self._may_replay() and self._settle_refusal(planned, policy, policy=True):
                 return
             raise StoreError(f"the remote {self.shown} refused the update: {policy}{said}")
         if not statuses:
-            before = _before_pack(result)
+            before = before_pack(result)
             if before == "unreachable":
                 raise StoreError(f"cannot reach the remote {self.shown}: {why}")
             if before == "refused":
                 raise StoreError(
                     f"the remote {self.shown} refused the push before anything was sent: {why}"
                 )
-        self._settle(planned, why, _http_refusal(result))
+        self._settle(planned, why, http_refusal(result))
 
     def _settle_refusal(
         self, planned: list[tuple[str, str | None, str]], what: str, *, policy: bool = False
@@ -522,98 +481,3 @@ class RemoteStore(Store):
             if age is not None and is_stale(age):
                 with suppress(OSError):
                     lock.unlink()
-
-
-def _own_lines(result: subprocess.CompletedProcess[bytes]) -> str:
-    """git's own lines of stderr, without the server's ``remote:`` lines."""
-    text = result.stderr.decode("utf-8", "replace")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("remote:"))
-
-
-def _before_pack(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
-    """ "unreachable" or "refused" when git itself says the push ended before any pack was
-    sent, and exited on its own (nothing can land); None when it does not say so."""
-    if result is None or result.returncode <= 0:
-        return None
-    own = _own_lines(result)
-    if not _BEFORE_PACK.search(own) or _PACK_SENT.search(own):
-        return None
-    return "unreachable" if _UNREACHABLE.search(own) else "refused"
-
-
-def _http_refusal(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
-    """The HTTP status (4xx) that refused the request carrying the pack, if git says so."""
-    if result is None or result.returncode <= 0:
-        return None
-    own = _own_lines(result)
-    found = _HTTP_REFUSED.search(own)
-    if found:
-        return found.group(1)
-    if re.search(r"could not read (Username|Password) for", own):
-        return "401"  # the POST was answered 401, and there are no credentials to retry with
-    return None
-
-
-def _checked_before_sending(reason: str) -> bool:
-    """A refusal by git's own check against the refs the server showed (``[rejected]
-    (stale info)``, and the atomic siblings): no pack was sent. The server's own
-    refusals read ``[remote rejected] (...)``."""
-    return "[remote " not in reason
-
-
-def _server_said(result: subprocess.CompletedProcess[bytes] | None) -> str:
-    """The server's ``remote:`` lines (a hook's reason, gitolite's DENIED), for a message."""
-    if result is None:
-        return ""
-    lines: list[str] = []
-    for line in result.stderr.decode("utf-8", "replace").splitlines():
-        line = _printable(line.rstrip())
-        if line.startswith("remote:") and line[7:].strip() and line not in lines:
-            lines.append(line[:300])
-    return "".join(f"\n{line}" for line in lines[:8])
-
-
-def _printable(text: str) -> str:
-    """Text from git or the server with control characters (but newlines) made visible."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return re.sub(r"[\x00-\x09\x0b-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _classify(reason: str) -> str:
-    if any(words in reason for words in _NO_VERDICT):
-        return "unknown"
-    if any(words in reason for words in _SIBLING_REASONS):
-        return "sibling"
-    if any(words in reason for words in _RACE_REASONS):
-        return "race"
-    return "policy"
-
-
-def _rejection(reasons: list[str]) -> str | None:
-    """One verdict for an atomic push's refused refs: race, policy, unknown, or None."""
-    kinds = {_classify(r) for r in reasons}
-    for verdict in ("unknown", "race", "policy"):
-        if verdict in kinds:
-            return verdict
-    return "race" if kinds else None  # only siblings: nothing was written
-
-
-def _push_statuses(out: bytes) -> dict[str, tuple[str, str]]:
-    """``git push --porcelain`` lines: destination ref -> (flag, summary)."""
-    statuses = {}
-    for line in out.decode("utf-8", "replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and parts[0] in ("*", "+", "-", "=", "!", " "):
-            statuses[parts[1].rpartition(":")[2]] = (parts[0], parts[2])
-    return statuses
-
-
-def _stderr(result: subprocess.CompletedProcess[bytes] | None) -> str:
-    """The store's wording, plus the two ways a network call can end without git's own."""
-    if result is None:
-        return "no answer in time"
-    if result.returncode < 0:
-        text = result.stderr.decode("utf-8", "replace").strip()
-        text = _printable(text)
-        return f"git was killed by signal {-result.returncode}" + (f": {text}" if text else "")
-    return _printable(stderr_text(result))

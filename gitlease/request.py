@@ -1,8 +1,8 @@
 """What a caller may ask of an acquire, checked before anything touches the store.
 
 TTL, owner label, note, mode, ``--wait``, an explicit receipt path: every
-argument is validated here (USAGE on anything wrong), so that the engine in
-:mod:`gitlease.core` works from a request that is known to be well formed.
+argument is validated here (USAGE on anything wrong), so that acquiring
+(:mod:`gitlease.acquisition`) works from a request that is known to be well formed.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every write adds a record (a blob) and a reflog line that names it; without a policy
 they are kept forever. The policy, applied by the retention pass
-(:func:`gitlease.maintenance.retain`, ``gitlease prune``), keeps for each resource:
+(:func:`gitlease.pruning.retain`, ``gitlease prune``), keeps for each resource:
 
 * its last ``gitlease.historyRecords`` records (default 20),
 * every record written in the last ``gitlease.historyAge`` (default 7 days),

@@ -10,17 +10,17 @@ Installing twice changes nothing. What the hook checks: :mod:`gitlease.fence`.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from . import _hookfiles
+from ._hookfiles import is_ours
 from .errors import StoreError, UsageError
 from .value import Value
 
 HOOK_NAMES = ("pre-receive",)
-MARKER = "gitlease-managed-hook"
 CHAINED = ".gitlease-chained"
 _SOURCE = "gitlease-pre-receive"
 _PLACEHOLDER = "GITLEASE_PYTHON_DEFAULT='python3'"
@@ -36,16 +36,14 @@ class HookState(Value):
     chained: bool
 
     def to_dict(self) -> dict[str, Any]:
+        """The hook as ``hooks status --server --json`` prints it."""
         return {"hook": self.name, "path": str(self.path), "state": self.state,
                 "chained": self.chained}  # fmt: skip
 
 
 def hook_source() -> str:
     """The hook program from the project's ``hooks/`` folder, pointed at this Python."""
-    from importlib.resources import files
-
-    text = (files("gitlease._hooks") / _SOURCE).read_text(encoding="utf-8")
-    return text.replace(_PLACEHOLDER, f"GITLEASE_PYTHON_DEFAULT={shlex.quote(sys.executable)}")
+    return _hookfiles.program(_SOURCE, _PLACEHOLDER, "GITLEASE_PYTHON_DEFAULT", sys.executable)
 
 
 def hooks_dir(cwd: Path | None = None) -> Path:
@@ -70,15 +68,8 @@ def hooks_dir(cwd: Path | None = None) -> Path:
     return Path(common) / "hooks"
 
 
-def _is_ours(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return MARKER.encode() in f.read(512)
-    except OSError:
-        return False
-
-
 def status(cwd: Path | None = None) -> list[HookState]:
+    """The server hook's state: installed, outdated, foreign or missing."""
     directory = hooks_dir(cwd)
     source = hook_source()
     out = []
@@ -87,7 +78,7 @@ def status(cwd: Path | None = None) -> list[HookState]:
         chained = (directory / (name + CHAINED)).exists()
         if not path.exists():
             state = "missing"
-        elif not _is_ours(path):
+        elif not is_ours(path):
             state = "foreign"
         elif path.read_text(encoding="utf-8") != source:
             state = "outdated"
@@ -98,6 +89,7 @@ def status(cwd: Path | None = None) -> list[HookState]:
 
 
 def install(cwd: Path | None = None) -> list[HookState]:
+    """Install the fencing ``pre-receive``, keeping one already there to run first."""
     directory = hooks_dir(cwd)
     source = hook_source()
     try:
@@ -105,7 +97,7 @@ def install(cwd: Path | None = None) -> list[HookState]:
         for name in HOOK_NAMES:
             path = directory / name
             kept = directory / (name + CHAINED)
-            if path.exists() and not _is_ours(path):
+            if path.exists() and not is_ours(path):
                 if kept.exists():
                     raise UsageError(
                         f"{path} is not gitlease's and {kept} already exists: "
@@ -114,22 +106,20 @@ def install(cwd: Path | None = None) -> list[HookState]:
                 os.rename(path, kept)
             if path.exists() and path.read_text(encoding="utf-8") == source:
                 continue
-            tmp = directory / f".{name}.gitlease-tmp"
-            tmp.write_text(source, encoding="utf-8")
-            tmp.chmod(0o755)
-            os.replace(tmp, path)
+            _hookfiles.write(path, source)
     except OSError as exc:
         raise StoreError(f"cannot install hooks into {directory}: {exc}") from None
     return status(cwd)
 
 
 def uninstall(cwd: Path | None = None) -> list[HookState]:
+    """Remove gitlease's ``pre-receive`` and put back the hook it kept."""
     directory = hooks_dir(cwd)
     try:
         for name in HOOK_NAMES:
             path = directory / name
             kept = directory / (name + CHAINED)
-            if path.exists() and _is_ours(path):
+            if path.exists() and is_ours(path):
                 path.unlink()
                 if kept.exists():
                     os.rename(kept, path)

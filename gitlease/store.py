@@ -14,7 +14,7 @@ Around every write sits the resource's guard (:mod:`gitlease.guards`). A
 gone (or by a plain git command, which holds a ref lock for milliseconds): such
 a lock older than :data:`~gitlease._files.STALE_LOCK_SECONDS` is removed.
 
-The store also carries what the retention pass (:mod:`gitlease.maintenance`)
+The store also carries what the retention pass (:mod:`gitlease.pruning`)
 needs: one ``git cat-file --batch`` for walking a record chain, reflog rewrites
 under the ref's lock, ``git gc``, the revision floors (:mod:`gitlease.floors`),
 and the daily start of the pass from a write (:meth:`Store.start_retention_if_due`).
@@ -25,19 +25,18 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-from . import _testing, floors, guards
+from . import _testing, autoprune, floors, guards
+from ._catfile import BatchReader
 from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ._gitread import (
+    OID,
     UNREADABLE_OID,
     Snapshot,
     broken_refs,
@@ -68,17 +67,11 @@ _GC_KEYS = (
     "gc.refs/worklease/*.reflogExpire",
 )
 _LOG_KEY = "core.logAllRefUpdates"
-#: How often writes start the retention pass in the background (``gitlease.autoPrune``).
-AUTO_PRUNE_SECONDS = 86_400.0
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
 GC_GRACE = "1.hour.ago"
-_OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-#: Retention passes this process started and has not reaped yet (a library caller lives on).
-_BACKGROUND: list[subprocess.Popen[bytes]] = []
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
-BREAK_ENV = "GITLEASE_TESTING_BREAK_CAS"
-BROKEN_FOR_TESTS = _testing.switch(BREAK_ENV) == "yes-break-safety-for-tests"
+BROKEN_FOR_TESTS = _testing.switch(_testing.BREAK_CAS) == "yes-break-safety-for-tests"
 
 
 class Store:
@@ -297,7 +290,7 @@ class Store:
         if self._repo is not None:
             yield self.read_blob
             return
-        reader = _BatchReader(self.git_dir)
+        reader = BatchReader(self.git_dir)
         try:
             yield reader.read
         finally:
@@ -543,7 +536,7 @@ class Store:
         except OSError:
             return None
         lines = parse_reflog(first)
-        if not lines or lines[0].old.strip("0") or not _OID.fullmatch(lines[0].new):
+        if not lines or lines[0].old.strip("0") or not OID.fullmatch(lines[0].new):
             return None
         return lines[0].new
 
@@ -599,60 +592,9 @@ class Store:
             raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
 
     def start_retention_if_due(self) -> None:
-        """About once a day, start the retention pass in the background (``gitlease prune
-        --auto``, which reads ``gitlease.autoPrune``). One ``stat`` when it is not due.
-
-        The stamp's time is set when a pass is claimed, so racing writers start one pass
-        (and a second one started anyway finds the pass lock taken and ends). Best effort:
-        it never fails a write.
-        """
-        stamp = self.git_dir / "worklease" / "last-prune"
-        now = time.time()
-        try:
-            age = now - stamp.stat().st_mtime
-        except FileNotFoundError:
-            self._touch(stamp, now)  # a new store: its first pass is due a day from now
-            return
-        except OSError:
-            return
-        if -AUTO_PRUNE_SECONDS < age < AUTO_PRUNE_SECONDS:  # (far in the future: clock went back)
-            return
-        if self._touch(stamp, now):
-            self._spawn_retention()
-
-    @staticmethod
-    def _touch(path: Path, when: float) -> bool:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-            os.utime(path, (when, when))
-            return True
-        except OSError:
-            return False
-
-    def _spawn_retention(self) -> None:
-        """``python -m gitlease prune --auto`` on this store, detached: its own session, no
-        terminal, nothing inherited that would make it act for the caller (a lent guard)."""
-        env = {
-            k: v
-            for k, v in git_env().items()
-            if k not in (guards.GUARD_ENV, BREAK_ENV, "GITLEASE_RECEIPT")
-        }
-        env.update(GITLEASE_STORE=str(self.git_dir), GITLEASE_REMOTE=self.remote or "")
-        _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]
-        with suppress(OSError, ValueError):
-            _BACKGROUND.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "gitlease", "prune", "--auto"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    cwd="/",
-                    env=env,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            )
+        """About once a day, start the retention pass in the background
+        (:func:`gitlease.autoprune.start_if_due`). Best effort: it never fails a write."""
+        autoprune.start_if_due(self.git_dir, self.remote)
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
@@ -667,78 +609,3 @@ class Store:
                 tx.remove(ref)
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot remove {ref} from {self.git_dir}: {exc}") from None
-
-
-class _BatchReader:
-    """One ``git cat-file --batch`` process, fed one object id at a time: the next id to ask
-    for is often in the answer to the last (a record names its predecessor)."""
-
-    def __init__(self, git_dir: Path) -> None:
-        self.git_dir = git_dir
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def read(self, oid: str) -> tuple[bytes | None, str | None]:
-        """(bytes, None) for a blob, or (None, why not)."""
-        if not _OID.fullmatch(oid):  # a forged "previous" must not become a second request
-            return None, f"{oid[:80]!r} is not an object id"
-        proc = self._start()
-        stdin, stdout = _pipes(proc)
-        try:
-            stdin.write(oid.encode("ascii") + b"\n")
-            stdin.flush()
-            header = stdout.readline()
-        except OSError as exc:
-            raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
-        if not header:
-            self.close()
-            raise StoreError(f"cannot read the store {self.git_dir}: git cat-file ended early")
-        parts = header.split()
-        if len(parts) == 2 and parts[1] == b"missing":
-            return None, f"object {oid} is missing"
-        if len(parts) != 3 or not parts[2].isdigit():
-            self.close()  # out of step with git: start afresh next time
-            return None, f"object {oid} cannot be read"
-        size = int(parts[2])
-        body = stdout.read(size + 1)
-        if len(body) != size + 1:
-            self.close()
-            return None, f"object {oid} cannot be read"
-        kind = parts[1].decode("ascii", "replace")
-        if kind != "blob":
-            return None, f"object {oid} is a {kind}, not a blob"
-        return body[:size], None
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is None:
-            try:
-                self._proc = subprocess.Popen(
-                    ["git", "cat-file", "--batch"],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    env=git_env(self.git_dir),
-                )
-            except OSError as exc:
-                raise StoreError(f"cannot run git: {exc}") from None
-        return self._proc
-
-    def close(self) -> None:
-        """End the process (it ends by itself when its input closes)."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        stdin, stdout = _pipes(proc)
-        with suppress(OSError):
-            stdin.close()
-        with suppress(OSError):
-            stdout.close()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
-    assert proc.stdin is not None and proc.stdout is not None  # made with PIPE
-    return proc.stdin, proc.stdout

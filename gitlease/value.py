@@ -4,7 +4,7 @@ Importing ``dataclasses`` pulls in ``inspect`` and ``ast`` and builds each
 class with ``exec``: about 20 ms, paid on every commit by the hook, which
 imports the record, receipt and store modules. :class:`Value` gives the same
 frozen, keyword-constructed, comparable objects for the types on that path;
-modules off it (``maintenance``, ``githooks``) use plain dataclasses.
+modules off it (``verification``, ``pruning``, ``githooks``) use plain dataclasses.
 """
 
 from __future__ import annotations

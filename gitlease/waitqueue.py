@@ -121,6 +121,7 @@ class Line:
                 self.ticket = None
 
     def touch(self) -> None:
+        """Show that this caller is still waiting: its ticket's time is renewed."""
         if self.ticket is not None:
             self.ticket.touch()
 

@@ -17,8 +17,8 @@ import pytest
 from conftest import make_repo, run_cli
 from hosts import HOST_B_ENV, git_daemon, make_host, make_server
 
-from gitlease import fence
 from gitlease.errors import UsageError
+from gitlease.trailer import Trailer, parse_trailer
 
 R = "github/acme/api/42"
 BIN = str(Path(sys.executable).parent)
@@ -57,7 +57,7 @@ def trailers(repo: Path, rev: str = "HEAD") -> list[str]:
 
 
 def claim_trailer(cli_json: dict) -> str:
-    return fence.Trailer(cli_json["resource"], cli_json["claim_id"], cli_json["revision"]).value()
+    return Trailer(cli_json["resource"], cli_json["claim_id"], cli_json["revision"]).value()
 
 
 def push(host: Path, *refspecs: str, env: dict[str, str] | None = None):
@@ -107,10 +107,10 @@ def fenced(request: pytest.FixtureRequest, tmp_path: Path):
     [R, "Jira/ABC-1", "jira/ABC 1", "a b/c  d", "ünïcödé/ß", "x%41/.lease", "a" * 300, "//x//"],
 )
 def test_a_trailer_parses_back_to_exactly_its_claim(resource: str) -> None:
-    trailer = fence.Trailer(resource, "c-0123456789abcdef", 7)
+    trailer = Trailer(resource, "c-0123456789abcdef", 7)
     value = trailer.value()
     assert " " not in value.split(" ", 1)[0] and value.isascii()
-    assert fence.parse_trailer(value) == trailer
+    assert parse_trailer(value) == trailer
     assert trailer.line() == f"Gitlease-Claim: {value}"
 
 
@@ -132,7 +132,7 @@ def test_a_trailer_parses_back_to_exactly_its_claim(resource: str) -> None:
 )
 def test_a_malformed_trailer_is_refused(value: str) -> None:
     with pytest.raises(UsageError):
-        fence.parse_trailer(value)
+        parse_trailer(value)
 
 
 # ------------------------------------------------------------------ the commit hook
@@ -148,7 +148,7 @@ def test_commits_name_every_bound_claim_once(cli, repo: Path) -> None:
     two = cli("acquire", "jira/ABC 1", "--json").json
     commit(repo, "on")
     expected = sorted(
-        [claim_trailer(one), claim_trailer(two)], key=lambda v: fence.parse_trailer(v).resource
+        [claim_trailer(one), claim_trailer(two)], key=lambda v: parse_trailer(v).resource
     )
     assert trailers(repo) == expected
     body = g("log", "-1", "--format=%B", cwd=repo).stdout
@@ -205,7 +205,7 @@ def test_a_rewritten_commit_carries_the_claim_held_now(cli, repo: Path) -> None:
     g("config", "gitlease.trailers", "true", cwd=repo)
     base = g("rev-parse", "HEAD", cwd=repo).stdout.strip()
     old = cli("acquire", R, "--json").json
-    other = fence.Trailer("jira/OTHER-1", "c-00000000000000aa", 3).line()
+    other = Trailer("jira/OTHER-1", "c-00000000000000aa", 3).line()
     commit(repo, "first", message=f"first\n\n{other}")
     commit(repo, "second")
     assert trailers(repo) == [claim_trailer(old)]
@@ -318,7 +318,7 @@ def test_claim_updates_pass_in_the_same_push(fenced) -> None:
     """The remote mode works through the hook; a push that moves a claim ref and a branch
     together is judged on the claim both before and after it."""
     a, server = fenced.a, fenced.server
-    ref = fence.Trailer(R, "c-0000000000000000", 1).ref
+    ref = Trailer(R, "c-0000000000000000", 1).ref
     assert fenced.on_a("acquire", R, "--json").code == 0
     assert fenced.on_b("acquire", R).code == 3
     assert fenced.on_a("heartbeat", R).code == 0
@@ -405,17 +405,17 @@ def test_unknown_and_unreadable_trailers_are_refused(fenced) -> None:
     a = fenced.a
     doc = fenced.on_a("acquire", R, "--json").json
     assert fenced.on_a("unbind", R).code == 0  # no binding: the hook adds no trailer
-    forged = fence.Trailer(R, "c-" + "f" * 16, doc["revision"]).line()
+    forged = Trailer(R, "c-" + "f" * 16, doc["revision"]).line()
     commit(a, "forged", message=f"forged\n\n{forged}")
     refused = push(a, "HEAD:main")
     assert refused.returncode != 0 and "does not know" in said(refused)
     g("reset", "-q", "--hard", "HEAD~1", cwd=a)
-    wrong = fence.Trailer(R, doc["claim_id"], doc["revision"] - 1).line()
+    wrong = Trailer(R, doc["claim_id"], doc["revision"] - 1).line()
     commit(a, "wrong-revision", message=f"wrong revision\n\n{wrong}")
     refused = push(a, "HEAD:main")
     assert refused.returncode != 0 and "does not know" in said(refused)
     g("reset", "-q", "--hard", "HEAD~1", cwd=a)
-    nowhere = fence.Trailer("never/acquired", "c-" + "1" * 16, 1).line()
+    nowhere = Trailer("never/acquired", "c-" + "1" * 16, 1).line()
     commit(a, "nowhere", message=f"nowhere\n\n{nowhere}")
     refused = push(a, "HEAD:main")
     assert refused.returncode != 0 and "has no claim on never/acquired" in said(refused)
@@ -538,7 +538,7 @@ def test_fence_check_reports_in_json_and_refuses_bad_input(cli, repo: Path) -> N
     )
     assert cli("fence-check", f"{base}..HEAD").out.startswith("fence-check: 3 commits, 1 claim")
 
-    elsewhere = fence.Trailer("claimed/elsewhere", "c-" + "2" * 16, 1).line()
+    elsewhere = Trailer("claimed/elsewhere", "c-" + "2" * 16, 1).line()
     assert cli("unbind", R).code == 0
     commit(repo, "elsewhere", message=f"from another store\n\n{elsewhere}")
     unknown = cli("fence-check", "HEAD~1..HEAD")

@@ -23,9 +23,10 @@ from conftest import make_repo, store_path
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from gitlease._text import printable
 from gitlease.clock import parse_duration_ms, parse_rfc3339
 from gitlease.errors import CorruptRecordError, UsageError
-from gitlease.record import check_text, parse_and_verify, printable
+from gitlease.record import check_text, parse_and_verify
 from gitlease.refname import MAX_REF_CHARS, MAX_RESOURCE_BYTES, decode, encode
 from gitlease.reservation import check_explicit_location
 

@@ -564,7 +564,7 @@ def test_an_unparseable_record_is_not_repaired_through_a_remote(hosts) -> None:
 
 
 def test_push_refusals_are_told_apart_per_ref() -> None:
-    from gitlease.remote import _rejection
+    from gitlease.pushreply import rejection as _rejection
 
     assert _rejection([]) is None
     assert _rejection(["stale info", "atomic push failed"]) == "race"

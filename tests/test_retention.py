@@ -24,7 +24,7 @@ from conftest import NEEDS_SHIM, git, make_repo, run_cli, store_git, store_path,
 import gitlease
 from gitlease import _files, floors, keepers
 from gitlease.errors import HeldError
-from gitlease.maintenance import retain
+from gitlease.pruning import retain
 from gitlease.refname import encode
 
 R = "github/acme/api/42"

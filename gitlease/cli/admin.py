@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .._text import printable
 from ..errors import StoreError
-from . import output
 from .app import Options, cli, command, emit, open_store
 from .hooks import commit_check_warning
 
@@ -19,7 +19,7 @@ from .hooks import commit_check_warning
 )
 def verify(opts: Options, repair: bool) -> int:
     """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
-    from ..maintenance import verify as do_verify
+    from ..verification import verify as do_verify
 
     report = do_verify(open_store(opts), repair=repair)
     doc = report.to_dict()
@@ -29,7 +29,7 @@ def verify(opts: Options, repair: bool) -> int:
     ]
     for p in report.problems:
         mark = "repaired" if p.repaired else "PROBLEM"
-        lines.append(f"  {mark:<8} {p.kind:<18} {output.escape(p.message)}")
+        lines.append(f"  {mark:<8} {p.kind:<18} {printable(p.message)}")
     # the report is the command's output, on stdout, whatever it found (`verify | less`)
     emit(opts, doc, "\n".join(lines))
     return 0 if report.ok else StoreError.exit_code
@@ -52,7 +52,7 @@ def verify(opts: Options, repair: bool) -> int:
 def prune(opts: Options, older_than: str | None, auto: bool) -> None:
     """Apply the retention policy: drop old tombstones and expired history, tidy the store's
     files, then git gc. Never touches an active claim; revisions keep increasing."""
-    from ..maintenance import retain
+    from ..pruning import retain
 
     report = retain(open_store(opts), older_than=older_than, auto=auto)
     emit(opts, report.to_dict(), report.describe())

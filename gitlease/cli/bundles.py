@@ -75,7 +75,7 @@ def acquire(
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
     from .. import bundle as B
-    from ..core import undo_acquire
+    from ..acquisition import undo_acquire
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from .._text import printable
 from ..clock import format_duration
 from ..errors import UsageError
 from . import output
@@ -36,40 +36,18 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @click.option("--path", "path_only", is_flag=True, help="Print only the store's path.")
 def where(opts: Options, path_only: bool) -> None:
     """Print the store in use, why it was chosen, and how to inspect it with git."""
-    from ..coordinator import choose
-    from ..location import locate
-    from ..remote import redact
+    from ..location import where as where_is
 
-    location = locate(opts.store)
-    found = choose(location, opts.remote, record=False)
-    store = str(location.git_dir)
-    doc = {
-        "store": store,
-        "reason": location.reason,
-        "project": location.project,
-        "worktree": str(location.worktree) if location.worktree else None,
-        "receipts": str(_receipt_dir(location)),
-        "remote": redact(found.named) if found else None,
-        "remote_url": redact(found.remote) if found else None,
-        "remote_reason": f"chosen by {found.reason}" if found else None,
-        "inspect": f"git --git-dir={shlex.quote(store)} for-each-ref "
-        "--format='%(refname) %(raw)' refs/worklease/",
-    }
+    doc = where_is(opts.store, opts.remote)
+    store = doc["store"]
     if path_only:
         emit(opts, doc, store)
         return
     text = f"{store}\n  ({doc['reason']})\nreceipts {doc['receipts']}"
-    if found:
+    if doc["remote"] is not None:
         text += f"\ncoordinated through the remote {doc['remote_url']}\n  ({doc['remote_reason']})"
     text += f"\ninspect with: {doc['inspect']}"
     emit(opts, doc, text)
-
-
-def _receipt_dir(location: Any) -> Any:
-    from ..location import state_home
-    from ..receiptdir import default_dir
-
-    return default_dir(location.worktree_git_dir, state_home())
 
 
 @command(cli, "key")
@@ -120,7 +98,7 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
-    from ..core import undo_acquire
+    from ..acquisition import undo_acquire
 
     if first_free:
         candidates = _candidates(read_items(resources), key_)
@@ -154,7 +132,7 @@ def acquire(
     for claim in result.skipped or ():
         click.echo(
             f"gitlease: skipped {claim.resource}: its record is invalid "
-            f"({output.escape(claim.problem or '')}); it is never granted over. "
+            f"({printable(claim.problem or '')}); it is never granted over. "
             "Run `gitlease verify`",
             err=True,
         )
@@ -192,7 +170,7 @@ class _WaitLine:
         who = "your turn" if waiting.ahead else "a running guarded operation"
         if holder is not None and holder.record is not None:
             left = format_duration(holder.expires_in_ms or 0)
-            who = f"{output.escape(holder.record.owner)} ({left} left)"
+            who = f"{printable(holder.record.owner)} ({left} left)"
         if waiting.candidates > 1:
             who = f"any of {waiting.candidates} candidates (the soonest: {who})"
         if waiting.ahead:

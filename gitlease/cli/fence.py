@@ -48,7 +48,8 @@ def fence_check(
     gitlease.remote) the claims are fetched first. Exit 0: every claim is current; 4: refused;
     7: a record does not verify. See docs/fencing.md.
     """
-    from .. import fence
+    from ..fencecheck import check_push, check_range
+    from ..fencegit import Git, parse_updates
 
     if from_stdin == bool(revisions):
         raise UsageError("give a RANGE (such as BASE..HEAD) or --stdin, not both or neither")
@@ -56,15 +57,15 @@ def fence_check(
         raise UsageError("--protect goes with --stdin; with a RANGE, --require-claim covers it all")
     if from_stdin and opts.store is None and not os.environ.get("GITLEASE_STORE"):
         # pre-receive's lines: the repository receiving the push holds the claims
-        claims = fence.Git()
+        claims = Git()
     else:
         store = open_store(opts)
         store.refresh()
-        claims = fence.Git(store.git_dir)
-    commits = fence.Git()
+        claims = Git(store.git_dir)
+    commits = Git()
     if from_stdin:
-        updates = fence.parse_updates(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
-        report = fence.check_push(
+        updates = parse_updates(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
+        report = check_push(
             updates,
             commits=commits,
             claims=claims,
@@ -72,9 +73,7 @@ def fence_check(
             protect=protect or None,
         )
     else:
-        report = fence.check_range(
-            revisions, commits=commits, claims=claims, require_claim=require_claim
-        )
+        report = check_range(revisions, commits=commits, claims=claims, require_claim=require_claim)
     if report.ok:
         emit(opts, report.to_dict(), f"fence-check: {report.summary()}")
         return 0

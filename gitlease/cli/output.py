@@ -1,7 +1,7 @@
 """How results reach people (tables, relative times, colour) and programs (one JSON document).
 
 Records can be forged, so no text from one reaches a terminal as it is: every
-field shown to people goes through :func:`escape` (control characters become
+field shown to people goes through :func:`gitlease._text.printable` (control characters become
 visible escapes, so a note cannot print a fake line or an escape sequence), and
 :func:`safe_text` is a last net over whole outputs. JSON stays exact JSON; DEL
 and C1 controls, which JSON would carry raw, are written as ``\\u`` escapes.
@@ -15,9 +15,9 @@ import re
 import sys
 from typing import Any
 
+from .._text import printable
 from ..clock import format_duration
 from ..errors import GitleaseError
-from ..record import printable
 
 _COLOURS = {"active": "32", "expired": "33", "released": "2", "free": "36", "invalid": "31;1"}
 
@@ -32,11 +32,6 @@ def paint(text: str, state: str, colour: bool) -> str:
     return f"\033[{code}m{text}\033[0m" if colour and code else text
 
 
-def escape(text: str) -> str:
-    """A record field for people: control characters as visible escapes."""
-    return printable(text)
-
-
 # Our own colour codes (from paint), or one control character / lone surrogate.
 _CONTROL_OR_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)|[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -44,12 +39,12 @@ _CONTROL_OR_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)|[\x00-\x09\x0b-\x1f\x7f-\x9f\
 def safe_text(text: str) -> str:
     """Whole output for people: lines kept, colour codes from :func:`paint` kept, every
     other control character escaped (fields were escaped already; this is the net)."""
-    return _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or escape(m.group()), text)
+    return _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or printable(m.group()), text)
 
 
 def error_line(error: GitleaseError) -> str:
     """``gitlease: CODE: message`` on one line, whatever the message holds."""
-    return f"gitlease: {error.code}: {escape(error.message)}"
+    return f"gitlease: {error.code}: {printable(error.message)}"
 
 
 # DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those)
@@ -179,7 +174,7 @@ def relative(claim: dict[str, Any]) -> str:
     if state == "released":
         return f"released {claim['released_at']}"
     if state == "invalid":
-        return escape(claim.get("problem") or "invalid record")
+        return printable(claim.get("problem") or "invalid record")
     return ""
 
 
@@ -192,9 +187,9 @@ def claim_table(claims: list[dict[str, Any]]) -> str:
     rows = [
         [
             "*" if c.get("bound") else "",
-            escape(c["resource"]),
+            printable(c["resource"]),
             c["state"],
-            escape(c["owner"] or ""),
+            printable(c["owner"] or ""),
             "" if c["revision"] is None else str(c["revision"]),
             c["claim_id"] or "",
             relative(c),
@@ -246,7 +241,7 @@ def claim_detail(claim: dict[str, Any]) -> str:
         value = claim.get(key)
         if value is None or value is False:
             continue
-        text = escape(keeper_text(value) if key == "keepalive" else str(value))
+        text = printable(keeper_text(value) if key == "keepalive" else str(value))
         if key == "state":
             text = paint(text, claim["state"], colour)
             rel = relative(claim)
@@ -264,11 +259,11 @@ def log_lines(records: list[dict[str, Any]], start: str | None = None) -> str:
     lines = [start] if start else []
     for doc in records:
         when = doc["released_at"] or doc["renewed_at"] or ""
-        checkpoint = f"  checkpoint {escape(doc['checkpoint'])}" if doc["checkpoint"] else ""
-        problem = f"  ({escape(doc['problem'])})" if doc.get("problem") else ""
+        checkpoint = f"  checkpoint {printable(doc['checkpoint'])}" if doc["checkpoint"] else ""
+        problem = f"  ({printable(doc['problem'])})" if doc.get("problem") else ""
         lines.append(
             f"{when}  rev {doc['revision']}  {doc['state']:<8}  {doc['claim_id']}  "
-            f"{escape(doc['owner'] or '')}{checkpoint}{problem}"
+            f"{printable(doc['owner'] or '')}{checkpoint}{problem}"
         )
     return "\n".join(lines) or "no history"
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .._files import atomic_write
 from ..errors import UsageError
 from .app import CONTEXT, Options, cli, command, emit, shared_options
 
@@ -51,9 +52,7 @@ def install(opts: Options, directory: str, force: bool) -> None:
                 f"{target} exists and differs from this version's skill; pass --force to replace it"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.gitlease-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
+        atomic_write(target, text.encode("utf-8"), durable=False, mode=0o644)
     except UnicodeDecodeError:
         raise UsageError(f"{target} exists and is not text; pass --force to replace it") from None
     except OSError as exc:

@@ -1,0 +1,64 @@
+"""Text from outside shown to people: every escaping rule of the package, in one place.
+
+Records, commits, process names and git's own messages can hold anything (a record can be
+forged, a process can give itself any name), so nothing from them reaches a terminal
+unescaped. The rules differ because their texts and readers differ, and each says how:
+
+* :func:`printable`: a record field (owner, note, resource...) on one line, as the CLI
+  prints it; control characters and lone surrogates become escapes.
+* :func:`printable_strict`: a commit's trailer or a record named in a fence refusal, which a
+  developer reads in a push's ``remote:`` lines; every character Python does not call
+  printable (also Unicode format and separator characters) becomes an escape.
+* :func:`printable_lines`: git's or a server's stderr, whose lines are kept.
+* :func:`masked`: a process's name, stored in a fixed-size field of the keepalive registry:
+  one ``?`` per character, cut to a length.
+
+No imports beyond the standard library: the commit hook's path uses it.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: C0 controls (newline and tab included), DEL, C1 controls, and lone surrogates.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters and lone surrogates written as escapes.
+
+    Records can be forged, so every human-readable output of a record field goes
+    through this: a note can then never move the cursor, set a window title, or
+    print a line that looks like another field. (Not reversible: a backslash stays.)
+    """
+    return UNPRINTABLE.sub(_escape_char, text)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(code)
+    if named:
+        return named
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable_strict(text: str) -> str:
+    """Text from a commit or a record, safe to print: every character that Python does not
+    call printable written as its escape (where :func:`printable` escapes only controls and
+    lone surrogates, this also escapes, say, a right-to-left override)."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """Text from git or the server with control characters (but newlines) made visible;
+    a carriage return becomes a newline, so a progress line cannot overwrite another."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL_BUT_NEWLINE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def masked(text: str, limit: int = 64) -> str:
+    """``text`` with every character that is not printable shown as ``?`` (a process can
+    give itself any name, including terminal escapes), cut to ``limit`` characters: one
+    character for one, so the cut holds for what is shown."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
