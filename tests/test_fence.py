@@ -513,6 +513,7 @@ def test_fence_check_stdin_in_any_pre_receive(tmp_path: Path) -> None:
     assert run_cli("release", R, cwd=a).code == 0
     refused = push(a, "HEAD:main")
     assert refused.returncode != 0 and "released" in said(refused)
+    assert "unexpected error" not in said(refused), "a refusal in words, not a crash"
     g("config", "gitlease.trailers", "false", cwd=a)
     g("reset", "-q", "--hard", "origin/main", cwd=a)
     commit(a, "bare")

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import LostError, StoreError, UsageError
 from .app import Options, cli, command, emit, open_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @command(cli, "fence-check")
@@ -55,6 +59,7 @@ def fence_check(
         raise UsageError("give a RANGE (such as BASE..HEAD) or --stdin, not both or neither")
     if protect and not from_stdin:
         raise UsageError("--protect goes with --stdin; with a RANGE, --require-claim covers it all")
+    fetchable: Store | None = None  # a store read without fetching, for the hint below
     if from_stdin and opts.store is None and not os.environ.get("GITLEASE_STORE"):
         # pre-receive's lines: the repository receiving the push holds the claims
         claims = Git()
@@ -62,6 +67,7 @@ def fence_check(
         store = open_store(opts)
         store.refresh()
         claims = Git(store.git_dir)
+        fetchable = store if store.remote is None else None
     commits = Git()
     if from_stdin:
         updates = parse_updates(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
@@ -82,10 +88,10 @@ def fence_check(
         emit(opts, report.to_dict(), None)
     else:
         click.echo(report.explain("gitlease fence-check:").rstrip(), err=True)
-        if store.remote is None and any(f.verdict == "unknown" for f in report.findings):
+        if fetchable is not None and any(f.verdict == "unknown" for f in report.findings):
             click.echo(
-                f"(The claims were read from {store.git_dir}, without fetching: where they live "
-                "at a git remote, name it with --remote.)",
+                f"(The claims were read from {fetchable.git_dir}, without fetching: where they "
+                "live at a git remote, name it with --remote.)",
                 err=True,
             )
     return code
