@@ -1,0 +1,64 @@
+"""Findings of an adversarial review of issue 14's core edges and issue 20's shortcuts, each
+shown with real processes on a real repository (docs/reference/exit-codes.md: an exit code
+never contradicts the store; docs/design.md: the object id shortcut).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import store_git, store_path
+
+R = "review/1"
+
+
+def _with_stderr_closed(repo: Path, args: list[str]) -> types.SimpleNamespace:
+    """``gitlease ARGS 2>&1 >/dev/tty | head -0``, made deterministic: stderr is a pipe whose
+    reader is gone before the command writes (a supervisor that stopped reading its log)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitlease", *args],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=writer,
+        text=True,
+    )
+    os.close(writer)
+    return types.SimpleNamespace(code=proc.returncode, out=proc.stdout)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["acquire", R], ["acquire", R, "--json"], ["bundle", "acquire", "review/2", R]],
+    ids=["acquire", "acquire-json", "bundle-acquire"],
+)
+def test_a_closed_stderr_never_leaves_a_claim_behind_a_failure(
+    cli, repo: Path, args: list[str]
+) -> None:
+    """No hooks are installed, so the acquire warns on stderr that commits are not checked;
+    that stderr cannot be written. The answer must still agree with the store: 0 with the
+    claim held, or a failure with the claim released again (never exit 1 with it held)."""
+    got = _with_stderr_closed(repo, args)
+    held = cli("show", R, "--json").json["state"] == "active"
+    assert (got.code == 0) == held, f"exit {got.code}, claim {'held' if held else 'not held'}"
+
+
+def test_a_closed_stderr_after_first_free_skipped_an_invalid_record_leaves_no_claim(
+    cli, repo: Path
+) -> None:
+    """``acquire --first-free`` reports on stderr each candidate it passed over for an invalid
+    record; that line cannot be written either."""
+    oid = subprocess.run(
+        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+        input=b"not a record\n", capture_output=True, check=True,
+    ).stdout.decode().strip()  # fmt: skip
+    store_git("update-ref", "refs/worklease/review/bad.lease", oid, cwd=repo)
+    got = _with_stderr_closed(repo, ["acquire", "--first-free", "review/bad", R, "--no-bind"])
+    held = cli("show", R, "--json").json["state"] == "active"
+    assert (got.code == 0) == held, f"exit {got.code}, claim {'held' if held else 'not held'}"
