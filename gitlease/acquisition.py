@@ -34,6 +34,7 @@ from .errors import (
 from .receipts import ClaimRef, Receipt
 from .record import (
     HELD,
+    MAX_INT,
     Record,
     SigningKey,
     new_bundle_id,
@@ -266,6 +267,11 @@ def _new_record(
         revision = previous.revision + 1
     else:  # an absent ref continues above its prune floor and anything written here before
         revision = max(store.revision_floor(snap.ref), mark) + 1
+    if revision > MAX_INT:  # a forged record at the last revision: the next would not parse
+        raise CorruptRecordError(
+            f"{claim.resource}: revision {revision - 1} is the last a record can carry, so no "
+            "claim can follow it (a forged record); fix the ref and its high-water mark by hand"
+        )
     stamp = rfc3339(now.wall_ms)
     ttl_ms = request.ttl_ms
     return Record(
