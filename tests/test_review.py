@@ -5,6 +5,7 @@ never contradicts the store; docs/design.md: the object id shortcut).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,3 +112,23 @@ def test_verify_repair_never_calls_a_tombstone_that_does_not_parse_a_repair(
     repaired = cli("verify", "--repair", "--json")
     after = cli("verify")
     assert repaired.code != 0 or after.code == 0, f"repaired, yet {after.out}"
+
+
+@pytest.mark.parametrize("verb", ["heartbeat", "release"])
+def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
+    cli, repo: Path, verb: str
+) -> None:
+    """The record at the ref is byte for byte the one this worktree wrote (its binding names
+    it), but the receipt's token was replaced since (by hand, or a receipt restored from
+    another claim's copy): it proves nothing. A write must say LOST, as it did before the
+    object id shortcut spared the key check, never exit 1 (a bug)."""
+    from gitlease.record import new_token
+
+    doc = cli("acquire", R, "--json").json
+    receipt = Path(doc["receipt"])
+    text = receipt.read_text()
+    token = json.loads(text)["token"]
+    receipt.write_text(text.replace(token, new_token()))
+    got = cli(verb, R, "--json")
+    assert got.code == 4, got
+    assert cli("show", R, "--json").json["oid"] == doc["oid"], "nothing was written"
