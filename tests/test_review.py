@@ -148,3 +148,18 @@ def test_a_symbolic_ref_is_judged_alike_by_every_command(cli, repo: Path) -> Non
     check, beat = cli("check", R), cli("heartbeat", R)
     assert (check.code == 0) == (beat.code == 0), f"check {check.code}, heartbeat {beat.code}"
     assert cli("verify").code == 7, "a ref gitlease cannot write is a problem verify names"
+
+
+def test_a_stray_name_among_the_spent_receipts_never_fails_an_acquire_after_its_write(
+    cli, repo: Path
+) -> None:
+    """The tidying after an acquire reads the hours under receipts/spent/ by name; a name
+    that str.isdigit() takes but int() does not ('²') made it raise after the write: exit 1
+    with the claim left active."""
+    assert cli("acquire", "review/0", "--no-bind").code == 0
+    (repo / ".git" / "worklease" / "receipts" / "spent" / "\u00b2").mkdir(parents=True)
+    got = cli("acquire", R, "--no-bind")
+    held = cli("show", R, "--json").json["state"] == "active"
+    assert (got.code == 0) == held, got
+    assert got.code == 0, got
+    assert cli("prune").code == 0
