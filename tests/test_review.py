@@ -179,3 +179,17 @@ def test_a_repository_whose_path_is_not_utf8_is_never_an_error(tmp_path: Path) -
     for args in (["list"], ["acquire", R], ["release", R], ["hooks", "install"]):
         got = run_cli(*args, cwd=repo)
         assert got.code not in (1,) and "unexpected error" not in got.err, (args, got)
+
+
+def test_free_never_offers_a_ref_moved_back_that_acquire_refuses(cli, repo: Path) -> None:
+    """A released claim, another taken at the next revision, then the ref moved back to the
+    first one's tombstone (a restored backup): acquire refuses it (STORE), so `free`, which
+    says what can be acquired now, must not offer it."""
+    assert cli("acquire", R, "--no-bind").code == 0
+    tombstone = cli("release", R, "--json").json["oid"]
+    assert cli("acquire", R, "--no-bind", "--ttl", "1h").code == 0
+    store_git("update-ref", REF, tombstone, cwd=repo)
+    assert cli("acquire", R, "--no-bind").code == 7
+    got = cli("free", R, "review/2", "--json")
+    assert got.code == 0, got
+    assert [c["resource"] for c in got.json["claims"]] == ["review/2"], got
