@@ -193,3 +193,30 @@ def test_free_never_offers_a_ref_moved_back_that_acquire_refuses(cli, repo: Path
     got = cli("free", R, "review/2", "--json")
     assert got.code == 0, got
     assert [c["resource"] for c in got.json["claims"]] == ["review/2"], got
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review finding (before issues 14 and 20): `cp -a` of a working copy that has a "
+    "remote copies its receipts (tokens) and bindings, and both copies share the per-remote "
+    "store: the copy passes `check` and commits under the original's claim (two holders)",
+)
+def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import git, make_repo, run_cli
+
+    origin = tmp_path / "origin.git"
+    git("init", "-q", "--bare", str(origin), cwd=tmp_path)
+    repo = make_repo(tmp_path / "repo")
+    git("remote", "add", "origin", str(origin), cwd=repo)
+    assert run_cli("hooks", "install", cwd=repo).code == 0
+    assert run_cli("acquire", R, cwd=repo).code == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, symlinks=True)
+    assert run_cli("where", "--path", cwd=copy).out == run_cli("where", "--path", cwd=repo).out
+    assert run_cli("check", R, cwd=copy).code == 4, "the copy holds the original's claim"
+    (copy / "change").write_text("x\n")
+    git("add", "change", cwd=copy)
+    committed = subprocess.run(["git", "commit", "-qm", "x"], cwd=copy, capture_output=True)
+    assert committed.returncode != 0, "a commit in the copy passed the check"
