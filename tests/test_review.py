@@ -264,3 +264,22 @@ def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_me
         lease.acquire(store, "review/2", bind=False)
         lease.release(store, "review/2")
     assert check_calls() == few
+
+
+def test_a_ref_restored_below_its_prune_floor_never_repeats_a_revision(cli, repo: Path) -> None:
+    """prune removes a tombstone, keeps its revision as the floor and drops the high-water
+    mark (the floor holds it); then a backup of the refs is restored, bringing back an
+    older tombstone. The next acquire must not write a revision that was written before."""
+    assert cli("acquire", R, "--no-bind").code == 0
+    older = cli("release", R, "--json").json["oid"]
+    second = cli("acquire", R, "--no-bind", "--json").json["revision"]
+    assert cli("release", R).code == 0
+    assert cli("prune", "--older-than", "0s").code == 0
+    assert cli("show", R, "--json").json["state"] == "free", "the tombstone was pruned"
+    store_git("update-ref", REF, older, cwd=repo)  # the restored backup
+    got = cli("acquire", R, "--no-bind", "--json")
+    if got.code == 0:
+        assert got.json["revision"] > second, f"revision {second} repeated"
+    else:
+        assert got.code == 7 and "moved back" in got.json["error"]["message"], got
+    assert cli("verify").code == 7 or got.code == 0, "verify names the ref moved back"
