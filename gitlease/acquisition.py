@@ -158,7 +158,8 @@ class _Members(Value):
 
 
 def _read_members(store: Store, refs: tuple[str, ...]) -> _Members:
-    marks = [highwater.read(store.git_dir, ref) for ref in refs]
+    # (a prune floor counts as a mark: prune folds the mark into it, then drops the mark)
+    marks = [max(highwater.read(store.git_dir, ref), store.revision_floor(ref)) for ref in refs]
     return _Members(marks, [store.read(ref) for ref in refs])
 
 

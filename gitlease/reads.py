@@ -85,9 +85,10 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
 
 def _moved_back(store: Store, claim: Claim) -> bool:
     """Whether the ref shows a record below its high-water mark: acquire refuses it (STORE)."""
-    return claim.record is not None and claim.record.revision < highwater.read(
-        store.git_dir, claim.ref
-    )
+    if claim.record is None:
+        return False
+    mark = max(highwater.read(store.git_dir, claim.ref), store.revision_floor(claim.ref))
+    return claim.record.revision < mark
 
 
 class History(Value):
@@ -234,7 +235,7 @@ def newest_written(
     reflog line that landed), and the newest record that carries it (None when only the
     mark knows it). The mark is read first: a write landing meanwhile can only raise what
     the reflog shows."""
-    mark = highwater.read(store.git_dir, ref)
+    mark = max(highwater.read(store.git_dir, ref), store.revision_floor(ref))  # (see prune)
     best, newest = 0, None
     for oid in store.reflog_landed(ref, current):  # oldest first: the last of the highest wins
         data, _problem = read_blob(oid)
