@@ -283,3 +283,22 @@ def test_a_ref_restored_below_its_prune_floor_never_repeats_a_revision(cli, repo
     else:
         assert got.code == 7 and "moved back" in got.json["error"]["message"], got
     assert cli("verify").code == 7 or got.code == 0, "verify names the ref moved back"
+
+
+def test_the_commit_hook_says_when_test_only_switches_count(cli, repo: Path) -> None:
+    """With the explicit test gate set, a boot offset makes an expired claim look live: every
+    command warns that the switches count, so that they never change a decision silently;
+    the commit check changes one (it lets the commit through), so it must warn too."""
+    from conftest import TESTING, git
+
+    assert cli("hooks", "install").code == 0
+    assert cli("acquire", R, "--ttl", "1s").code == 0
+    time.sleep(1.3)
+    (repo / "change").write_text("x\n")
+    git("add", "change", cwd=repo)
+    env = {**os.environ, **TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": "-100000"}
+    committed = subprocess.run(
+        ["git", "commit", "-qm", "x"], cwd=repo, capture_output=True, text=True, env=env
+    )
+    if committed.returncode == 0:
+        assert "GITLEASE_TESTING is set" in committed.stderr, committed.stderr
