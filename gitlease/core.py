@@ -90,7 +90,8 @@ def renew_claims(
             for claim_ref in claim_refs:
                 snap = snaps[claim_ref.ref]
                 claim = judge(snap, now, claim_ref.resource)
-                record = ownership.owned_record(claim, rec, claim_ref)
+                # (oid=None: a write signs with the receipt's token, so its key is checked)
+                record = ownership.owned_record(claim, rec, claim_ref.replace(oid=None))
                 if record.state == RELEASED:
                     raise LostError(
                         f"claim {claim_ref.claim_id} on {claim.resource} was released",
@@ -156,7 +157,7 @@ def release_claims(
                 if claim_ref.ref in unwritten:
                     done.append(claim)  # never this receipt's: nothing to release
                     continue
-                record = ownership.owned_record(claim, rec, claim_ref)
+                record = ownership.owned_record(claim, rec, claim_ref.replace(oid=None))
                 if record.state == RELEASED:
                     done.append(claim)
                     continue

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import _testing
 from . import bindings as bindings_mod
 from .errors import GitleaseError
 
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m gitlease.hookcheck HOOK [ARGS]``: 0 lets the commit proceed, 1 refuses it."""
     args = sys.argv[1:] if argv is None else argv
     hook = args[0] if args else "pre-commit"
+    for line in _testing.warnings():  # a test-only switch never changes a decision silently
+        sys.stderr.write(line + "\n")
     try:
         found = problems()
     except Exception as exc:  # fail closed on anything unexpected

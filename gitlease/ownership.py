@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import bindings as bindings_mod
@@ -317,14 +317,20 @@ def unwritten_members(
     if rec.bundle_id is None:
         return []
     missing = []
-    for claim_ref in rec.claims:
-        snap = (snaps or {}).get(claim_ref.ref) or store.read(claim_ref.ref)
-        if _never_written(store, claim_ref, snap):
-            missing.append(claim_ref)
+    with store.blob_reader() as read_blob:  # (one git process for every chain, if any)
+        for claim_ref in rec.claims:
+            snap = (snaps or {}).get(claim_ref.ref) or store.read(claim_ref.ref)
+            if _never_written(store, claim_ref, snap, read_blob):
+                missing.append(claim_ref)
     return missing
 
 
-def _never_written(store: Store, claim_ref: ClaimRef, snap: Snapshot) -> bool:
+def _never_written(
+    store: Store,
+    claim_ref: ClaimRef,
+    snap: Snapshot,
+    read_blob: Callable[[str], tuple[bytes | None, str | None]],
+) -> bool:
     if snap.oid is None:
         return store.revision_floor(claim_ref.ref) < claim_ref.revision
     data, oid = snap.data, snap.oid
@@ -344,7 +350,7 @@ def _never_written(store: Store, claim_ref: ClaimRef, snap: Snapshot) -> bool:
         if record.previous is None:  # a chain that starts after a prune (or by hand)
             return store.revision_floor(claim_ref.ref) < claim_ref.revision
         oid = record.previous
-        data, _problem = store.read_blob(oid)
+        data, _problem = read_blob(oid)
     return False
 
 

@@ -59,7 +59,7 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     """Of the given resources, those that could be acquired now: never an invalid one, nor
     one that callers on this host wait for (they get it first, docs/concepts.md), nor one
     whose guard another process holds (a running ``exec`` or ``replace-file``, which
-    ``acquire`` would wait for and then answer HELD)."""
+    ``acquire`` would wait for and then answer HELD), nor one whose ref was moved back."""
     wanted = [validate_resource(r) for r in resources]
     if wanted:
         store.refresh()
@@ -75,10 +75,20 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     out = [
         c
         for c in claims
-        if c.state in ("free", "released", "expired") and not guards.busy(store.guard_path(c.ref))
+        if c.state in ("free", "released", "expired")
+        and not guards.busy(store.guard_path(c.ref))
+        and not _moved_back(store, c)
     ]
     waiting = waiting_for(store.git_dir, [c.ref for c in out]) if out else {}
     return mark_bound(store, [c for c in out if not waiting.get(c.ref)])
+
+
+def _moved_back(store: Store, claim: Claim) -> bool:
+    """Whether the ref shows a record below its high-water mark: acquire refuses it (STORE)."""
+    if claim.record is None:
+        return False
+    mark = max(highwater.read(store.git_dir, claim.ref), store.revision_floor(claim.ref))
+    return claim.record.revision < mark
 
 
 class History(Value):
@@ -225,7 +235,7 @@ def newest_written(
     reflog line that landed), and the newest record that carries it (None when only the
     mark knows it). The mark is read first: a write landing meanwhile can only raise what
     the reflog shows."""
-    mark = highwater.read(store.git_dir, ref)
+    mark = max(highwater.read(store.git_dir, ref), store.revision_floor(ref))  # (see prune)
     best, newest = 0, None
     for oid in store.reflog_landed(ref, current):  # oldest first: the last of the highest wins
         data, _problem = read_blob(oid)

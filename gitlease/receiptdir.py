@@ -276,7 +276,7 @@ def _names(directory: Path) -> list[str]:
 
 
 def _buckets(directory: Path) -> list[int]:
-    return [int(n) for n in _names(directory / _SPENT) if n.isdigit()]
+    return [int(n) for n in _names(directory / _SPENT) if n.isascii() and n.isdigit()]
 
 
 # ------------------------------------------------------------------ tidying

@@ -28,7 +28,7 @@ from .clock import Now, parse_rfc3339, rfc3339
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError
 from .ownership import receipt_dir, unwritten_members
 from .reads import newest_written
-from .record import RELEASED, Record, SigningKey, new_claim_id, new_token, parse
+from .record import MAX_INT, RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from .refname import PREFIX, decode
 from .store import Store
 
@@ -299,6 +299,9 @@ def _signed_tombstone(
 
 def _write_repair(store: Store, snap: Snapshot, tombstone: Record, problem: Problem) -> None:
     """Compare-and-swap the repair's tombstone over what verify read, under the guard."""
+    if tombstone.revision > MAX_INT:  # above a forged record at the last revision
+        problem.message += "; cannot be repaired: no revision that parses is left above it"
+        return
     try:
         with store.guard(snap.ref):
             store.compare_and_swap(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -130,12 +131,13 @@ def acquire(
         if status:
             status.clear()
     for claim in result.skipped or ():
-        click.echo(
-            f"gitlease: skipped {claim.resource}: its record is invalid "
-            f"({printable(claim.problem or '')}); it is never granted over. "
-            "Run `gitlease verify`",
-            err=True,
-        )
+        with contextlib.suppress(OSError):  # the claim is taken: a closed stderr must not fail it
+            click.echo(
+                f"gitlease: skipped {claim.resource}: its record is invalid "
+                f"({printable(claim.problem or '')}); it is never granted over. "
+                "Run `gitlease verify`",
+                err=True,
+            )
     doc = result.to_dict()
     commit_check_warning(opts, doc, store.location.worktree)
     text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
@@ -185,8 +187,9 @@ class _WaitLine:
 
     def clear(self) -> None:
         if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            with contextlib.suppress(OSError):  # (after the acquire: must not fail it)
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
 
 
 def _owned(name: str, help_text: str) -> Callable[[Callable[..., Any]], Any]:

@@ -7,6 +7,7 @@ worktree run the check, and ``install`` only when every worktree's do; otherwise
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import click
@@ -157,4 +158,5 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
         lines += [f"  - {p}" for p in found.problems]
         if found.fix:
             lines.append(f"  fix: {found.fix}")
-        click.echo("\n".join(lines), err=True)
+        with contextlib.suppress(OSError):  # the claim is taken: a closed stderr must not fail it
+            click.echo("\n".join(lines), err=True)
