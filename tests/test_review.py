@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, store_git, store_path
+from test_retention import _counting_git
 
 R = "review/1"
 REF = "refs/worklease/review/1.lease"
@@ -220,21 +221,6 @@ def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path)
     git("add", "change", cwd=copy)
     committed = subprocess.run(["git", "commit", "-qm", "x"], cwd=copy, capture_output=True)
     assert committed.returncode != 0, "a commit in the copy passed the check"
-
-
-def _counting_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """A ``git`` first on PATH that counts its calls, then runs the real one."""
-    import shutil
-
-    real = shutil.which("git")
-    assert real
-    bindir = tmp_path / "counting-bin"
-    bindir.mkdir(exist_ok=True)
-    calls = tmp_path / "git-calls"
-    wrapper = bindir / "git"
-    wrapper.write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real}" "$@"\n')
-    wrapper.chmod(0o755)
-    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}, calls
 
 
 def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_member(
