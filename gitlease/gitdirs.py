@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import UsageError
+
 
 def find_git_dir(start: Path) -> tuple[Path, Path | None] | None:
     """(git dir, worktree top) of the repository around ``start``, without running git."""
@@ -88,3 +90,19 @@ def repository_at(path: Path) -> Path | None:
         return common_dir(target).resolve() if target is not None else None
     except OSError:
         return None
+
+
+def require_utf8(path: Path | None) -> None:
+    """USAGE for a repository whose path is not UTF-8: git prints paths as bytes, and the
+    store, receipts and hooks name them in UTF-8 text (refused cleanly, rather than failing
+    later in the middle of a command)."""
+    if path is None:
+        return
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UsageError(
+            f"the repository's path is not UTF-8 ({shown}): gitlease needs a UTF-8 path; "
+            "rename the directory, or clone the repository to a UTF-8 path"
+        ) from None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ._hookfiles import is_ours
 from .errors import UsageError
+from .gitdirs import require_utf8
 
 #: The hooks that carry the check: `git commit` (pre-commit; prepare-commit-msg, which
 #: `--no-verify` does not skip, and which cherry-pick, revert and rebase also run), merges
@@ -42,7 +43,13 @@ SIDELINED = (".legacy", ".old")
 
 def _git(*args: str, cwd: Path | None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+        return subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            encoding="utf-8",
+            errors="surrogateescape",  # a path that is not UTF-8 keeps its bytes (os.fsdecode)
+        )
     except OSError as exc:
         raise UsageError(f"cannot run git: {exc}") from None
 
@@ -89,6 +96,7 @@ def repository(cwd: Path | None = None) -> Repository:
     if found.returncode != 0 or not found.stdout.strip():
         raise UsageError(f"not inside a git repository: {found.stderr.strip()}")
     common = Path(found.stdout.strip())
+    require_utf8(common)
     top = _git("rev-parse", "--show-toplevel", cwd=cwd)
     current = Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
     listed = _git("worktree", "list", "--porcelain", cwd=cwd)

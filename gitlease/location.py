@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from . import coordinator
 from ._gitread import git_env
 from .errors import StoreError
-from .gitdirs import common_dir, find_git_dir, looks_like_git_dir
+from .gitdirs import common_dir, find_git_dir, looks_like_git_dir, require_utf8
 from .projects import RepoConfig, identify, read_config, store_name
 from .store import Store
 from .value import Value
@@ -73,6 +73,7 @@ def locate(
             ) from None
     found = find_git_dir(Path(cwd))
     wt_git_dir, worktree = found if found else (None, None)
+    require_utf8(wt_git_dir)
     if store is not None:
         return _explicit(Path(store), "chosen by --store", wt_git_dir, worktree)
     env = os.environ.get("GITLEASE_STORE")

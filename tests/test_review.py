@@ -166,20 +166,17 @@ def test_a_stray_name_among_the_spent_receipts_never_fails_an_acquire_after_its_
     assert cli("prune").code == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding (before issues 14 and 20): in a repository whose path is not "
-    "UTF-8, every command exits 1 (projects.store_name encodes the path strictly), and with "
-    "that fixed `hooks install` still exits 1 (githooks decodes git's output as text)",
-)
 def test_a_repository_whose_path_is_not_utf8_is_never_an_error(tmp_path: Path) -> None:
+    """Refused as USAGE, naming the path and the fix (it used to be exit 1 everywhere)."""
     from conftest import make_repo, run_cli
 
     parent = Path(os.fsdecode(bytes(tmp_path) + b"/not-utf8-\xff"))
     repo = make_repo(parent / "repo")
-    for args in (["list"], ["acquire", R], ["release", R], ["hooks", "install"]):
+    for args in (["list"], ["acquire", R], ["release", R], ["hooks", "install"], ["where"]):
         got = run_cli(*args, cwd=repo)
-        assert got.code not in (1,) and "unexpected error" not in got.err, (args, got)
+        assert got.code == 2 and "unexpected error" not in got.err, (args, got)
+        assert "not UTF-8" in got.err and "\\xff" in got.err, (args, got.err)
+    assert not (repo / ".git" / "worklease").exists(), "nothing written"
 
 
 def test_free_never_offers_a_ref_moved_back_that_acquire_refuses(cli, repo: Path) -> None:
