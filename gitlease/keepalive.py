@@ -32,6 +32,7 @@ import sys
 from typing import Any
 
 from . import _procs, acquisition, core, keepers, ownership
+from ._gitread import git_env
 from ._procs import Proc
 from .bundle import BundleResult
 from .claim import Claim
@@ -47,6 +48,7 @@ from .errors import (
 from .keepers import Keeper
 from .receiptdir import log_path
 from .receipts import ClaimRef, Receipt
+from .record import TOKEN_PREFIX
 from .store import Store
 
 DEFAULT_MAX = "4h"
@@ -192,13 +194,11 @@ def _keeper_env() -> dict[str, str]:
     """The caller's environment without what must not reach the keepalive: ``GITLEASE_*``
     (the store, remote and receipt are passed explicitly, test switches never), git's
     location variables (the store is named), and anything that looks like a token."""
-    drop = {"GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_PREFIX"}
     return {
         k: v
-        for k, v in os.environ.items()
+        for k, v in git_env().items()  # (git's location variables gone)
         if not (k.startswith("GITLEASE_") and k != "GITLEASE_REMOTE_TIMEOUT")
-        and k not in drop
-        and "glt_" not in v
+        and TOKEN_PREFIX not in v
     }
 
 

@@ -1,9 +1,7 @@
 """Truthful at the edges: each edge found by trying gitlease as an attacker and as a careless
 user would, through the real CLI in subprocesses (docs/reliability.md, "At the edges").
 
-Every test is named for what it shows. Those marked ``xfail(strict=True)`` describe edges
-in the claims core that are not fixed yet: they fail today, and the marker turns into an
-error the day they pass, so that it is removed with the fix.
+Every test is named for what it shows, and failed on the code before its fix.
 """
 
 from __future__ import annotations
@@ -29,11 +27,6 @@ R = "edge/1"
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but a newline
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
-
-
-def core(item: int, what: str):
-    """An edge of the claims core, not fixed yet (issue 14): the test fails until it is."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 14 item {item}: claims core ({what})")
 
 
 def ref_of(resource: str) -> str:
