@@ -19,14 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
-
-pytest.importorskip("mcp", reason="the MCP SDK (the `mcp` extra) is installed in CI")
-
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-
-from conftest import git, run_cli  # noqa: E402
+from conftest import git, run_cli
+from mcp import ClientSession  # (the SDK: in the `test` extra, as in the `mcp` one)
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 TOKEN = "glt_"
 #: Fields of a claim document that differ between two reads by time alone.
@@ -98,12 +93,14 @@ async def mcp_server(cwd: Path, tmp: Path, name: str = "s") -> AsyncIterator[Ser
         notes.append(repr(message))
 
     with stderr.open("w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write, message_handler=on_message) as session:
-                await session.initialize()
-                server = Server(session, stderr, pidfile)
-                server.seen = notes  # notifications too: every message the server sent
-                yield server
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, message_handler=on_message) as session,
+        ):
+            await session.initialize()
+            server = Server(session, stderr, pidfile)
+            server.seen = notes  # notifications too: every message the server sent
+            yield server
 
 
 def run(test: Callable[[], Any]) -> None:
@@ -160,9 +157,7 @@ def test_tools_contention_and_the_cli_documents(worktrees: tuple[Path, Path], tm
             acquire = tools["acquire"].input_schema
             assert acquire["properties"]["first_free"]["type"] == "array"
             assert acquire["properties"]["coordination_only"]["type"] == "boolean"
-            assert {"resource", "key", "ttl", "note", "wait", "paths"} <= set(
-                acquire["properties"]
-            )
+            assert {"resource", "key", "ttl", "note", "wait", "paths"} <= set(acquire["properties"])
             assert tools["list"].input_schema["properties"]["state"]["enum"] == [
                 "active", "expired", "released", "invalid"
             ]  # fmt: skip
@@ -259,8 +254,7 @@ def test_a_killed_server_leaves_its_claim_to_expire(repo: Path, tmp_path: Path):
                 taken.update(got)
                 await await_for(
                     "a renewal",
-                    lambda: cli_json("show", "kill/1", cwd=repo)["renewed_at"]
-                    != got["renewed_at"],
+                    lambda: cli_json("show", "kill/1", cwd=repo)["renewed_at"] != got["renewed_at"],
                 )
                 assert_no_token(server)
                 reached.append("renewed")
@@ -388,9 +382,10 @@ def test_an_agents_whole_loop(worktrees: tuple[Path, Path], tmp_path: Path):
     git("add", "late.txt", cwd=a)
     refused = git("commit", "-qm", "late", cwd=a, check=False)
     assert refused.returncode != 0 and "task/3" in refused.stderr
-    assert cli_json("show", "task/2", cwd=a)["checkpoint"] == git(
-        "rev-parse", "HEAD", cwd=a
-    ).stdout.strip()
+    assert (
+        cli_json("show", "task/2", cwd=a)["checkpoint"]
+        == git("rev-parse", "HEAD", cwd=a).stdout.strip()
+    )
 
 
 def test_without_the_sdk_it_says_how_to_install_it(repo: Path):

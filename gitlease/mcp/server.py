@@ -158,7 +158,9 @@ class Session:
         if TOKEN_PREFIX in text:  # a net: no document holds a token, and none may leave
             failed = True
             doc = self.error_document(
-                GitleaseError("the answer was withheld: it held text that looks like a bearer token")
+                GitleaseError(
+                    "the answer was withheld: it held text that looks like a bearer token"
+                )
             )
             text = self._text(doc)
         return types.CallToolResult(

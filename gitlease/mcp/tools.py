@@ -221,7 +221,9 @@ TOOLS: tuple[Tool, ...] = (
         "The canonical resource name of provider references (e.g. provider `github`, item "
         "`acme/api#42`), the name to claim.",
         (
-            Arg("provider", STRING, "The provider: github, beads, taskmaster, file, ...", True, True),
+            Arg(
+                "provider", STRING, "The provider: github, beads, taskmaster, file, ...", True, True
+            ),
             Arg("items", STRINGS, "The references to name.", positional=True, required=True),
             Arg("tag", STRING, "taskmaster: the tag (default master)."),
         ),
