@@ -83,7 +83,7 @@ _KEY = Arg(
     "key",
     STRING,
     "Read the resource (and first_free's candidates) as a reference of this provider, e.g. "
-    "`github` for `acme/api#42`, `beads`, `taskmaster`, `file` (see the `key` tool).",
+    "`github` for `acme/api#42`, `gitlab`, `jira`, `linear`, `beads`, `taskmaster`, `path`, `raw` (see the `key` tool).",
 )
 _OWNED = Arg(
     "resource",
@@ -222,7 +222,11 @@ TOOLS: tuple[Tool, ...] = (
         "`acme/api#42`), the name to claim.",
         (
             Arg(
-                "provider", STRING, "The provider: github, beads, taskmaster, file, ...", True, True
+                "provider",
+                STRING,
+                "The provider: github, gitlab, jira, linear, beads, taskmaster, path, raw.",
+                True,
+                True,
             ),
             Arg("items", STRINGS, "The references to name.", positional=True, required=True),
             Arg("tag", STRING, "taskmaster: the tag (default master)."),
