@@ -83,7 +83,8 @@ _KEY = Arg(
     "key",
     STRING,
     "Read the resource (and first_free's candidates) as a reference of this provider, e.g. "
-    "`github` for `acme/api#42`, `gitlab`, `jira`, `linear`, `beads`, `taskmaster`, `path`, `raw` (see the `key` tool).",
+    "`github` for `acme/api#42`, `gitlab`, `jira`, `linear`, `beads`, `taskmaster`, `path`, "
+    "`raw` (see the `key` tool).",
 )
 _OWNED = Arg(
     "resource",
