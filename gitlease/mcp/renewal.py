@@ -37,6 +37,7 @@ RETRY_FRACTION = 4
 @dataclass
 class _Kept:
     resource: str
+    claim_id: str
     receipt: str
     interval: float
     due: float
@@ -54,19 +55,20 @@ class Renewals:
         self._cond = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
-        #: Resources whose renewal found them lost, and why.
-        self.lost: dict[str, str] = {}
+        #: resource -> (the claim id the renewal found lost, why)
+        self._lost: dict[str, tuple[str, str]] = {}
 
-    def keep(self, resource: str, receipt: str, expires_in: float) -> None:
-        """Renew ``resource``'s claim (its receipt at ``receipt``) from now on; ``expires_in``:
-        the seconds it has left, of which a third passes before the first renewal."""
+    def keep(self, resource: str, claim_id: str, receipt: str, expires_in: float) -> None:
+        """Renew the claim ``claim_id`` on ``resource`` (its receipt at ``receipt``) from now
+        on; ``expires_in``: the seconds it has left, a third of which pass before the first
+        renewal."""
         interval = max(MIN_INTERVAL, expires_in / 3)
         with self._cond:
             self._generation += 1
             self._kept[resource] = _Kept(
-                resource, receipt, interval, time.monotonic() + interval, self._generation
+                resource, claim_id, receipt, interval, time.monotonic() + interval, self._generation
             )
-            self.lost.pop(resource, None)
+            self._lost.pop(resource, None)
             self._cond.notify()
         self._start()
 
@@ -85,6 +87,19 @@ class Renewals:
                 current.interval = max(MIN_INTERVAL, expires_in / 3)
                 current.due = time.monotonic() + current.interval
                 self._cond.notify()
+
+    def lost(self, resource: str, claim_id: object) -> str | None:
+        """Why the renewal found the claim ``claim_id`` on ``resource`` lost (None if not)."""
+        with self._cond:
+            found = self._lost.get(resource)
+            return found[1] if found is not None and found[0] == claim_id else None
+
+    def forget(self, resource: str) -> None:
+        """Forget ``resource`` altogether (released through the server)."""
+        with self._cond:
+            self._kept.pop(resource, None)
+            self._lost.pop(resource, None)
+            self._cond.notify()
 
     def kept(self) -> list[str]:
         with self._cond:
@@ -111,7 +126,7 @@ class Renewals:
                 now = time.monotonic()
                 due = min(self._kept.values(), key=lambda k: k.due, default=None)
                 if due is not None and due.due <= now:
-                    return _Kept(due.resource, due.receipt, due.interval, due.due, due.generation)
+                    return _Kept(**vars(due))
                 self._cond.wait(None if due is None else due.due - now)
             return None
 
@@ -141,7 +156,7 @@ class Renewals:
                 return
             if after is None:
                 del self._kept[kept.resource]
-                self.lost[kept.resource] = lost or "lost"
+                self._lost[kept.resource] = (kept.claim_id, lost or "lost")
                 return
             if interval is not None:
                 current.interval = max(MIN_INTERVAL, interval)

@@ -135,13 +135,13 @@ class Session:
         if not isinstance(resource, str):
             return False, doc
         if name == "acquire" and isinstance(doc.get("receipt"), str):
-            self.renewals.keep(resource, doc["receipt"], _seconds(doc.get("expires_in")))
+            claim_id = str(doc.get("claim_id"))
+            self.renewals.keep(resource, claim_id, doc["receipt"], _seconds(doc.get("expires_in")))
         elif name == "release":
-            self.renewals.drop(resource)
-            self.renewals.lost.pop(resource, None)
-        elif name in ("check", "heartbeat") and resource in self.renewals.lost:
-            # the renewal found it lost: never "held" again from this session
-            why = self.renewals.lost[resource]
+            self.renewals.forget(resource)
+        elif name in ("check", "heartbeat") and (
+            why := self.renewals.lost(resource, doc.get("claim_id"))
+        ):  # the renewal found this very claim lost: never "held" again from this session
             lost = LostError(
                 f"{resource}: the server's renewal found this claim lost ({why}); it is no "
                 "longer renewed. Stop writing; acquire it again to go on",
