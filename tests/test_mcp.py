@@ -150,6 +150,7 @@ def test_tools_contention_and_the_cli_documents(worktrees: tuple[Path, Path], tm
     async def scenario() -> None:
         async with mcp_server(a, tmp_path, "a") as one, mcp_server(b, tmp_path, "b") as two:
             listed = (await one.session.list_tools()).tools
+            one.seen.append(repr(listed))  # (the tool list is a message too)
             tools = {t.name: t for t in listed}
             assert set(tools) == expected_tools()
             assert {"acquire", "check", "release", "heartbeat", "show", "list", "free", "log",
