@@ -409,3 +409,35 @@ def test_without_the_sdk_it_says_how_to_install_it(repo: Path):
         assert "Traceback" not in proc.stderr + proc.stdout
         said = json.loads(proc.stdout)["error"]["message"] if extra else proc.stderr
         assert "pip install 'gitlease[mcp]'" in said
+
+
+def test_a_waiting_acquire_does_not_hold_up_other_calls(
+    worktrees: tuple[Path, Path], tmp_path: Path
+):
+    """Calls run in threads of their own, each with its own stdout: while an `acquire` waits
+    for a held resource, other calls answer their own documents; the release elsewhere then
+    lets the waiting acquire take it."""
+    a, b = worktrees
+    assert run_cli("acquire", "wait/1", cwd=b).code == 0
+    taken: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with mcp_server(a, tmp_path) as server:
+
+            async def waiter() -> None:
+                taken.update(await server.ok("acquire", {"resource": "wait/1", "wait": "5m"}))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(waiter)
+                for _ in range(3):  # answered while the acquire waits, each its own document
+                    shown = await server.ok("show", {"resource": "wait/1"})
+                    assert shown["resource"] == "wait/1" and shown["state"] == "active"
+                    assert shown["owner"] == "test-agent" and not shown["bound"]
+                    assert (await server.ok("list"))["claims"][0]["resource"] == "wait/1"
+                assert not taken  # still waiting
+                assert run_cli("release", "wait/1", cwd=b).code == 0
+            assert taken["state"] == "active" and taken["bound"] is True
+            await server.ok("release", {"resource": "wait/1"})
+            assert_no_token(server)
+
+    run(scenario)
