@@ -18,7 +18,7 @@ from typing import Any
 
 def deny(harness: str, reason: str) -> dict[str, Any]:
     """The answer that denies the edit, with ``reason`` for the model."""
-    notice = "gitlease denied an edit: " + reason.splitlines()[0]
+    notice = reason.splitlines()[0]
     if harness == "gemini":
         return {"decision": "deny", "reason": reason, "systemMessage": notice}
     return {

@@ -59,9 +59,11 @@ def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:
             return None
         folder = folder.parent
     found = find_git_dir(folder)
-    if found is None or found[1] is None:
+    if found is None:
         return None
     git_dir, top = found
+    if top is None:
+        return None
     try:
         rel = full.relative_to(top)
     except ValueError:
