@@ -13,7 +13,6 @@ click or cryptography on this path when the binding names the record's object id
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import bindings as bindings_mod
@@ -28,14 +27,16 @@ REQUIRE_ADVICE = (
 )
 
 
-@dataclass
 class Worktree:
     """The edited files of one worktree, relative to its top, and what stops their edit."""
 
-    git_dir: Path
-    top: Path
-    paths: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("git_dir", "paths", "problems", "top")
+
+    def __init__(self, git_dir: Path, top: Path) -> None:
+        self.git_dir = git_dir
+        self.top = top
+        self.paths: list[str] = []
+        self.problems: list[str] = []
 
 
 def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> list[str]:
