@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -490,3 +491,57 @@ def test_install_outside_a_worktree_is_usage(cli, tmp_path: Path) -> None:
     lone = tmp_path / "lone"
     lone.mkdir()
     assert cli("agents", "install", "codex", cwd=lone).code == 2
+
+
+# ------------------------------------------------------------------ the harness's own loader
+
+_CODEX = shutil.which("codex")
+
+
+def codex_home(tmp_path: Path, trusted: Path) -> dict[str, str]:
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[projects."{trusted}"]\ntrust_level = "trusted"\n')
+    return {**os.environ, "CODEX_HOME": str(home)}
+
+
+@pytest.mark.skipif(_CODEX is None, reason="no `codex` on PATH (npm install @openai/codex)")
+def test_codex_itself_loads_the_installed_hooks_and_server(cli, repo: Path, tmp_path: Path) -> None:
+    """Codex's own loader, offline: `codex app-server` answers `hooks/list` with the hooks
+    it would run here, and `codex mcp list --json` with the servers (checked: codex-cli
+    0.171.0, see docs/howto/agent-harnesses.md)."""
+    assert _CODEX is not None
+    env = codex_home(tmp_path, repo)
+    assert cli("agents", "install", "codex", cwd=repo).code == 0
+    servers = subprocess.run(
+        [_CODEX, "mcp", "list", "--json"], cwd=repo, env=env, capture_output=True, timeout=60
+    )
+    (server,) = [s for s in json.loads(servers.stdout) if s["name"] == "gitlease"]
+    assert server["enabled"] and server["transport"]["args"] == ["mcp"]
+    requests = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [str(repo)]}},
+    ]
+    proc = subprocess.Popen(
+        [_CODEX, "app-server"], cwd=repo, env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        proc.stdin.flush()
+        answer = None
+        for line in proc.stdout:  # ends with the process: the test's timeout bounds it
+            doc = json.loads(line)
+            if doc.get("id") == 2:
+                answer = doc["result"]["data"][0]
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    assert answer is not None and answer["errors"] == [] and answer["warnings"] == []
+    found = {(h["eventName"], h["matcher"]): h["command"] for h in answer["hooks"]}
+    command = f"{sys.executable} -I -m gitlease.agents.hook codex"
+    assert found == {("preToolUse", "apply_patch"): command,
+                     ("sessionStart", "startup|resume|clear"): command}  # fmt: skip
