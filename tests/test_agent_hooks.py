@@ -545,3 +545,21 @@ def test_codex_itself_loads_the_installed_hooks_and_server(cli, repo: Path, tmp_
     command = f"{sys.executable} -I -m gitlease.agents.hook codex"
     assert found == {("preToolUse", "apply_patch"): command,
                      ("sessionStart", "startup|resume|clear"): command}  # fmt: skip
+
+
+_GEMINI = shutil.which("gemini")
+
+
+@pytest.mark.skipif(_GEMINI is None, reason="no `gemini` on PATH (npm install @google/gemini-cli)")
+def test_gemini_itself_reads_the_installed_settings(cli, repo: Path) -> None:
+    """Gemini CLI's own settings loader, offline: `gemini mcp list` checks the whole
+    .gemini/settings.json against Gemini's schema, hooks included ("Invalid configuration
+    ... Error in: hooks.BeforeTool" otherwise), and names the server (checked: 0.61.0)."""
+    assert _GEMINI is not None
+    assert cli("agents", "install", "gemini", cwd=repo).code == 0
+    listed = subprocess.run(
+        [_GEMINI, "mcp", "list"], cwd=repo, capture_output=True, text=True, timeout=120
+    )
+    out = listed.stdout + listed.stderr
+    assert "gitlease:" in out and " mcp (stdio)" in out, out
+    assert "rror" not in out, out  # no settings error or schema error
