@@ -563,3 +563,22 @@ def test_gemini_itself_reads_the_installed_settings(cli, repo: Path) -> None:
     out = listed.stdout + listed.stderr
     assert "gitlease:" in out and " mcp (stdio)" in out, out
     assert "rror" not in out, out  # no settings error or schema error
+
+
+_CLAUDE = shutil.which("claude")
+
+
+@pytest.mark.skipif(
+    _CLAUDE is None, reason="no `claude` on PATH (npm install @anthropic-ai/claude-code)"
+)
+def test_claude_code_itself_reads_the_installed_server(cli, repo: Path) -> None:
+    """Claude Code's own reading of the project's .mcp.json, offline: `claude mcp get`
+    (checked: 2.1.197; it has no offline check of the hooks in .claude/settings.json, which
+    the tests above feed with Claude Code's published payloads instead)."""
+    assert _CLAUDE is not None
+    assert cli("agents", "install", "claude-code", cwd=repo).code == 0
+    shown = subprocess.run(
+        [_CLAUDE, "mcp", "get", "gitlease"], cwd=repo, capture_output=True, text=True, timeout=120
+    )
+    out = shown.stdout + shown.stderr
+    assert "Project config" in out and "Type: stdio" in out and "Args: mcp" in out, out
