@@ -487,6 +487,27 @@ def test_status_says_what_is_missing(cli, repo: Path) -> None:
     assert result.code == 6 and any("/gone/python" in p for p in result.json["problems"])
 
 
+SWITCHES = {
+    "claude-code": (".claude/settings.json", {"disableAllHooks": True}, "disableAllHooks"),
+    "gemini": (".gemini/settings.json", {"hooksConfig": {"enabled": False}}, "hooksConfig"),
+}
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_status_sees_the_harness_switch_that_turns_hooks_off(cli, repo: Path, harness: str) -> None:
+    assert cli("agents", "install", harness, cwd=repo).code == 0
+    if harness == "codex":
+        with (repo / ".codex" / "config.toml").open("a") as f:
+            f.write("\n[features]\nhooks = false\n")
+        word = "[features] hooks = false"
+    else:
+        name, extra, word = SWITCHES[harness]
+        doc = json.loads((repo / name).read_text())
+        (repo / name).write_text(json.dumps({**doc, **extra}))
+    result = cli("agents", "status", harness, "--json", cwd=repo)
+    assert result.code == 6 and any(word in p for p in result.json["problems"]), result
+
+
 def test_install_outside_a_worktree_is_usage(cli, tmp_path: Path) -> None:
     lone = tmp_path / "lone"
     lone.mkdir()

@@ -408,6 +408,31 @@ class Report:
         }
 
 
+def _switched_off(harness: str, doc: Doc) -> list[str]:
+    """The harness's own switches in this file that keep gitlease's hooks from running:
+    Claude Code's ``disableAllHooks``, Codex's ``[features] hooks = false`` (or its old name
+    ``codex_hooks``), Gemini CLI's ``hooksConfig.enabled = false`` or gitlease's hook names
+    in ``hooksConfig.disabled``. (A user-level file can switch them off too: not read here.)"""
+    found = []
+    if harness == "claude-code" and doc.get("disableAllHooks") is True:
+        found.append("disableAllHooks is true: Claude Code runs no hook")
+    features = doc.get("features")
+    if harness == "codex" and isinstance(features, dict):
+        for key in ("hooks", "codex_hooks"):
+            if features.get(key) is False:
+                found.append(f"[features] {key} = false: Codex runs no hook")
+    config = doc.get("hooksConfig")
+    if harness == "gemini" and isinstance(config, dict):
+        if config.get("enabled") is False:
+            found.append("hooksConfig.enabled is false: Gemini CLI runs no hook")
+        disabled = config.get("disabled")
+        names = [h.extra.get("name") for spec in SPECS["gemini"] for h in spec.hooks]
+        for name in names:
+            if isinstance(disabled, list) and name in disabled:
+                found.append(f"hooksConfig.disabled names {name}")
+    return found
+
+
 def _python_of(command: str) -> str | None:
     try:
         words = shlex.split(command)
@@ -427,12 +452,12 @@ def status(harness: str, cwd: Path | None = None) -> Report:
         problems: list[str] = []
         hooks: dict[str, str | None] = {h.event: None for h in spec.hooks}
         mcp: bool | None = None
+        doc: Doc = {}
         if spec.toml:
             try:
                 doc = _load_toml(path, data)
             except UsageError as exc:
                 problems.append(str(exc))
-                doc = {}
             servers = doc.get("mcp_servers")
             mcp = isinstance(servers, dict) and "gitlease" in servers
         else:
@@ -442,6 +467,7 @@ def status(harness: str, cwd: Path | None = None) -> Report:
                 mcp = found_mcp if spec.mcp else None
             except UsageError as exc:
                 problems.append(str(exc))
+        problems += [f"{spec.path}: {why}" for why in _switched_off(harness, doc)]
         for event, command in hooks.items():
             if command is None:
                 problems.append(f"{spec.path}: no gitlease hook on {event}")
