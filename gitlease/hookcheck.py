@@ -19,10 +19,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import _testing
 from . import bindings as bindings_mod
 from .errors import GitleaseError
+
+if TYPE_CHECKING:
+    from .claim import Claim
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
@@ -42,12 +46,22 @@ REQUIRE_PROBLEM = (
 def problems(cwd: Path | None = None) -> list[str]:
     """Why a commit from this worktree must be refused (empty: it may proceed)."""
     from .gitdirs import find_git_dir
-    from .location import open_store
 
     found = find_git_dir(cwd or Path.cwd())
     if found is None:
         return []
-    git_dir = found[0]
+    return worktree_problems(found[0], cwd)
+
+
+def worktree_problems(
+    git_dir: Path, cwd: Path | None = None, held: list[Claim] | None = None
+) -> list[str]:
+    """Why work in the worktree whose private git dir is ``git_dir`` must stop (empty: it may
+    go on): the one judgement of the commit hooks, also used by the agents' edit hooks
+    (:mod:`gitlease.agents`). ``cwd``: where the store is looked for (inside the worktree).
+    ``held``, when given, gains each bound claim found active and ours."""
+    from .location import open_store
+
     bound = bindings_mod.bindings(git_dir)
     if not bound:
         return [REQUIRE_PROBLEM] if _require_claim(git_dir) else []
@@ -56,7 +70,7 @@ def problems(cwd: Path | None = None) -> list[str]:
         # host's own, judged on its own clock, and each write of theirs updated the mirror.
         store = open_store(cwd=cwd, remote="")
     except GitleaseError as exc:
-        return [f"the claim store cannot be read ({exc}); refusing to commit (fail closed)"]
+        return [f"the claim store cannot be read ({exc}); refusing (fail closed)"]
     from .core import check_claims
 
     out = []
@@ -68,9 +82,12 @@ def problems(cwd: Path | None = None) -> list[str]:
             receipt, claim_ref = bindings_mod.bound_claim(binding)
             # the binding's id of this worktree's last record spares the signature check
             # when the record is that one, byte for byte (docs/design.md)
-            check_claims(store, receipt, [claim_ref.replace(oid=binding.oid)], 0)
+            claims = check_claims(store, receipt, [claim_ref.replace(oid=binding.oid)], 0)
         except GitleaseError as exc:
             out.append(f"{binding.resource} (claim {binding.claim_id}): {exc}")
+            continue
+        if held is not None:
+            held.extend(claims)
     return out
 
 

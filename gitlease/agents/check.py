@@ -1,0 +1,129 @@
+"""The pre-edit check: which worktree an edited file lies in, and why its edit must stop.
+
+One judgement with the commit hooks (:func:`gitlease.hookcheck.worktree_problems`): a
+worktree bound to a claim that is not active and ours (lapsed, released, replaced, its
+receipt gone), or one under ``gitlease.requireClaim`` that holds no claim. Nothing is
+copied from there, so the edit hook and the commit hook cannot disagree.
+
+Lean, like the commit check: standard library and gitlease's lean modules only; no pygit2,
+click or cryptography on this path when the binding names the record's object id
+(tests/test_agent_hooks.py checks it at run time).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import bindings as bindings_mod
+from .. import hookcheck
+from .._text import printable
+from ..gitdirs import find_git_dir
+
+#: Under ``gitlease.requireClaim`` with no claim bound there is nothing to re-acquire.
+REQUIRE_ADVICE = (
+    "Claim the work first: `gitlease acquire RESOURCE` (or `gitlease acquire --first-free`) "
+    "binds this worktree; then edit."
+)
+
+
+class Worktree:
+    """The edited files of one worktree, relative to its top, and what stops their edit."""
+
+    __slots__ = ("git_dir", "paths", "problems", "top")
+
+    def __init__(self, git_dir: Path, top: Path) -> None:
+        self.git_dir = git_dir
+        self.top = top
+        self.paths: list[str] = []
+        self.problems: list[str] = []
+
+
+def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> list[str]:
+    """Why the edit of ``paths`` (relative to the worktree's top folder ``top``) in the
+    worktree whose private git dir is ``git_dir`` must be denied; empty: let it be.
+
+    The one place every reason to deny an edit is asked for: a path scope of someone
+    else's live claim (docs/concepts.md) is one more call here.
+    """
+    return hookcheck.worktree_problems(git_dir, top)
+
+
+def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:
+    """(git dir, worktree top, path relative to the top) of the file ``path`` (relative to
+    ``cwd``); None when it lies in no git worktree (not gitlease's business) or inside a
+    git directory. The file need not exist: a new file's nearest existing folder decides."""
+    full = Path(os.path.realpath(cwd / path))
+    folder = full.parent
+    while not folder.is_dir():
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    found = find_git_dir(folder)
+    if found is None:
+        return None
+    git_dir, top = found
+    if top is None:
+        return None
+    try:
+        rel = full.relative_to(top)
+    except ValueError:
+        return None
+    if rel.parts and rel.parts[0] == ".git":
+        return None
+    return git_dir, top, rel.as_posix()
+
+
+def worktrees(cwd: Path, paths: list[str]) -> list[Worktree]:
+    """The worktrees the edited ``paths`` lie in, each with its files (in the given order)."""
+    out: dict[Path, Worktree] = {}
+    for path in paths:
+        where = locate(cwd, path)
+        if where is None:
+            continue
+        git_dir, top, rel = where
+        out.setdefault(git_dir, Worktree(git_dir, top)).paths.append(rel)
+    return list(out.values())
+
+
+def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
+    """The worktrees of ``paths`` whose edit must be denied, each with its problems."""
+    denied = []
+    for wt in worktrees(cwd, paths):
+        try:
+            wt.problems = problems(wt.git_dir, wt.paths, top=wt.top)
+        except Exception as exc:  # fail closed on anything unexpected, as the commit check
+            wt.problems = [
+                f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"
+            ]
+        if wt.problems:
+            denied.append(wt)
+    return denied
+
+
+def has_bindings(cwd: Path) -> Worktree | None:
+    """The worktree around ``cwd`` if it is bound to any claim (a binding file, readable or
+    not): where an unreadable payload makes the edit hook deny (fail closed)."""
+    found = find_git_dir(cwd)
+    if found is None or found[1] is None:
+        return None
+    if not bindings_mod.bindings(found[0]):
+        return None
+    return Worktree(found[0], found[1])
+
+
+def deny_reason(denied: list[Worktree]) -> str:
+    """What the model reads when its edit is denied: what is wrong, and the next step."""
+    lines = []
+    for wt in denied:
+        files = ", ".join(printable(p) for p in wt.paths) or "this file"
+        top = printable(str(wt.top))
+        lines.append(f"gitlease denied the edit of {files} in the worktree {top}:")
+        lines += [f"  - {printable(p)}" for p in wt.problems]
+    only_require = all(wt.problems == [hookcheck.REQUIRE_PROBLEM] for wt in denied)
+    advice = REQUIRE_ADVICE if only_require else hookcheck.ADVICE
+    lines.append(
+        f"Next step: {advice} Do not retry the edit before that: it would be refused "
+        "again, and so would its commit."
+    )
+    return "\n".join(lines)
