@@ -108,6 +108,17 @@ class _Built:
         self.built = time.monotonic()
         self.body = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
         self.etag = f'"{hash((key, self.built)) & 0xFFFFFFFFFFFF:x}"'
+        #: What a later build must differ in to be news (not the times, which move anyway).
+        self.same = json.dumps(
+            [
+                [
+                    [c["ref"], c["oid"], c["state"], c["bound"], c["keepalive"]]
+                    for c in doc["claims"]
+                ],
+                doc["extra"],
+                doc["fetch_error"],
+            ]
+        )
 
 
 class Board:
@@ -171,8 +182,12 @@ class Board:
             built = self._built
             now = time.monotonic()
             if built is None or built.key != key or now >= built.until:
-                built = self._build(key)
-                self._built = built
+                fresh = self._build(key)
+                if built is not None and fresh.same == built.same:
+                    # the same claims in the same states: the page keeps what it has (304)
+                    built.key, built.until = fresh.key, fresh.until
+                else:
+                    built = self._built = fresh
             return built
 
     def _build(self, key: tuple[Any, ...]) -> _Built:

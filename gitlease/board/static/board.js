@@ -241,7 +241,9 @@
     setTimeout(poll, POLL_MS);
   }
 
-  $("filter").addEventListener("input", () => doc && render());
+  for (const kind of ["input", "change", "search"]) {
+    $("filter").addEventListener(kind, () => doc && render());
+  }
   $("show-released").addEventListener("change", () => doc && render());
   setInterval(tick, 250);
   poll();
