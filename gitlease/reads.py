@@ -64,9 +64,13 @@ def list_document(
 ) -> dict[str, Any]:
     """The ``list --json`` document (docs/reference/json.md): one source for the command and
     the board's ``/api/claims``."""
-    found = list_claims(store, state=state, prefix=prefix, refresh=refresh)
+    return claims_document(list_claims(store, state=state, prefix=prefix, refresh=refresh))
+
+
+def claims_document(claims: list[Claim]) -> dict[str, Any]:
+    """The ``list --json`` document of claims :func:`list_claims` found."""
     with gc_paused():
-        return {"claims": [c.to_dict() for c in found]}
+        return {"claims": [c.to_dict() for c in claims]}
 
 
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:

@@ -29,12 +29,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import keepers
+from .. import keepers, verified
 from .._gitread import Snapshot
 from ..claim import Claim, judge
-from ..clock import Now, parse_rfc3339
+from ..clock import Now
 from ..errors import GitleaseError
-from ..reads import list_document
+from ..reads import claims_document, list_claims
 from ..record import RELEASED
 from ..refname import PREFIX
 from ..store import Store
@@ -89,15 +89,6 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
     )
 
 
-def _ms(text: Any) -> int | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return parse_rfc3339(text)
-    except ValueError:
-        return None
-
-
 class _Built:
     """One built document and when it stops being valid."""
 
@@ -109,15 +100,13 @@ class _Built:
         self.body = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
         self.etag = f'"{hash((key, self.built)) & 0xFFFFFFFFFFFF:x}"'
         #: What a later build must differ in to be news (not the times, which move anyway).
-        self.same = json.dumps(
-            [
-                [
-                    [c["ref"], c["oid"], c["state"], c["bound"], c["keepalive"]]
-                    for c in doc["claims"]
-                ],
-                doc["extra"],
-                doc["fetch_error"],
-            ]
+        self.same = (
+            tuple(
+                (c["ref"], c["oid"], c["state"], c["bound"], repr(c["keepalive"]))
+                for c in doc["claims"]
+            ),
+            repr(doc["extra"]),
+            doc["fetch_error"],
         )
 
 
@@ -131,8 +120,10 @@ class Board:
         self._built: _Built | None = None
         self._fetched = 0.0
         self._fetch_error: str | None = None
-        #: Every record read for a timeline, by object id: (claim judged at that time).
+        #: Every record read for a timeline, by object id (a record never changes).
         self._records: dict[str, Claim] = {}
+        #: The events of each head record (object id, state) drawn last time.
+        self._events: dict[tuple[str, str], list[Any]] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -192,8 +183,8 @@ class Board:
 
     def _build(self, key: tuple[Any, ...]) -> _Built:
         started = time.monotonic()
-        doc = list_document(self.store, refresh=False)
-        claims: list[dict[str, Any]] = doc["claims"]
+        found = list_claims(self.store, refresh=False)
+        claims: list[dict[str, Any]] = claims_document(found)["claims"]
         now = Now.read()
         refs = [c["ref"] for c in claims]
         waiters = waiting_for(self.store.git_dir, refs) if refs else {}
@@ -216,7 +207,7 @@ class Board:
         doc = {
             "claims": claims,
             "extra": extra,
-            "timelines": self._timelines(claims, now),
+            "timelines": self._timelines(found, claims, now),
             "now_ms": now.wall_ms,
             "store": str(self.store.git_dir),
             "remote": getattr(self.store, "shown", None),
@@ -235,21 +226,33 @@ class Board:
 
     # ------------------------------------------------------------------ timelines
 
-    def _timelines(self, claims: list[dict[str, Any]], now: Now) -> dict[str, Any]:
+    def _timelines(
+        self, found: list[Claim], claims: list[dict[str, Any]], now: Now
+    ) -> dict[str, Any]:
         """Each resource's recent records, oldest first, as events for the picture."""
-        if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(claims)):
+        if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(found)):
             self._records.clear()  # (records of refs long gone: a long-lived board stays small)
-        heads = [c["oid"] for c in claims if c["oid"] and c["state"] != "invalid"]
-        self._read_levels(heads, claims, now)
+            self._events.clear()
+        for claim in found:  # the heads: read and judged by the listing already
+            if claim.oid is not None and claim.record is not None:
+                self._records.setdefault(claim.oid, claim)
+        self._read_levels(found, now)
         out: dict[str, Any] = {}
-        for c in claims:
-            chain = list(self._chain(c["oid"])) if c["oid"] else []
-            chain.reverse()
-            first = chain[0].record if chain else None
-            out[c["ref"]] = {
-                "events": _events(chain, c),
-                "earlier": first is not None and first.previous is not None,
-            }
+        events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for claim, doc in zip(found, claims, strict=True):
+            if claim.oid is None or claim.record is None:
+                out[claim.ref] = {"events": [], "earlier": False}
+                continue
+            key = (claim.oid, claim.state)
+            made = self._events.get(key)
+            if made is None:
+                chain = list(self._chain(claim.oid))
+                chain.reverse()
+                first = chain[0].record if chain else None
+                made = [_events(chain, doc), first is not None and first.previous is not None]
+            events[key] = made
+            out[claim.ref] = {"events": made[0], "earlier": made[1]}
+        self._events = events
         return out
 
     def _chain(self, oid: str) -> Iterator[Claim]:
@@ -263,32 +266,54 @@ class Board:
             seen += 1
             current = claim.record.previous if claim.record is not None else None
 
-    def _read_levels(self, oids: list[str], claims: list[dict[str, Any]], now: Now) -> None:
-        """Read the records not seen before, one level of ``previous`` ids at a time."""
-        names = {c["oid"]: (c["resource"], c["ref"]) for c in claims if c["oid"]}
+    def _read_levels(self, found: list[Claim], now: Now) -> None:
+        """Read the records not seen before, one level of ``previous`` ids at a time, for
+        all resources at once; signatures are checked once (the reads' verified cache)."""
+        wanted: dict[str, tuple[str, str]] = {}
+        for claim in found:
+            tip = self._first_unread(claim.oid)
+            if tip is not None:
+                wanted[tip] = (claim.resource, claim.ref)
+        known = verified.load(self.store.git_dir) if wanted else frozenset()
+        checked: list[str] = []
         depth = 0
-        wanted = [o for o in oids if o not in self._records]
         while wanted and depth < TIMELINE_RECORDS:
-            blobs = self.store._cat_objects(wanted)
-            following: list[str] = []
-            for oid in wanted:
-                resource, ref = names[oid]
+            blobs = self.store._cat_objects(list(wanted))
+            following: dict[str, tuple[str, str]] = {}
+            for oid, (resource, ref) in wanted.items():
                 data, problem = blobs.get(oid, (None, "missing"))
                 if data is None:
                     continue  # expired by retention: the kept part ends here
-                claim = judge(Snapshot(ref, oid, data, problem), now, resource)
+                claim = judge(Snapshot(ref, oid, data, problem), now, resource, known=known)
                 self._records[oid] = claim
-                prev = claim.record.previous if claim.record is not None else None
+                if claim.record is None:
+                    continue  # a record that does not verify names no trustworthy predecessor
+                if oid not in known:
+                    checked.append(oid)
+                prev = claim.record.previous
                 if prev is not None and prev not in self._records:
-                    names[prev] = (resource, ref)
-                    following.append(prev)
+                    following[prev] = (resource, ref)
             wanted = following
             depth += 1
+        if checked:
+            verified.save(self.store.git_dir, checked, known)
+
+    def _first_unread(self, oid: str | None) -> str | None:
+        """The first record of the chain from ``oid`` not read yet (within the window)."""
+        depth = 0
+        while oid is not None and depth < TIMELINE_RECORDS:
+            claim = self._records.get(oid)
+            if claim is None:
+                return oid
+            oid = claim.record.previous if claim.record is not None else None
+            depth += 1
+        return None
 
 
 def _events(chain: list[Claim], current: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of one resource (oldest first) as the picture's events: when each was
-    written, what it did (acquired, renewed, released, taken over), until when it held."""
+    written, what it did (acquired, renewed, released, taken over), until when it held.
+    Times are the records' own RFC 3339 texts (the page reads them)."""
     events: list[dict[str, Any]] = []
     previous = None
     for claim in chain:
@@ -296,22 +321,18 @@ def _events(chain: list[Claim], current: dict[str, Any]) -> list[dict[str, Any]]
         if r is None:
             continue
         if r.state == RELEASED:
-            kind = "released"
-            at = _ms(r.released_at)
+            kind, at = "released", r.released_at
         elif previous is not None and previous.claim_id == r.claim_id:
-            kind = "renewed"
-            at = _ms(r.renewed_at)
+            kind, at = "renewed", r.renewed_at
         elif previous is not None and previous.state != RELEASED:
-            kind = "taken over"
-            at = _ms(r.acquired_at)
+            kind, at = "taken over", r.acquired_at
         else:
-            kind = "acquired"
-            at = _ms(r.acquired_at)
+            kind, at = "acquired", r.acquired_at
         events.append(
             {
                 "kind": kind,
-                "at_ms": at,
-                "expires_ms": None if r.state == RELEASED else _ms(r.expires_at),
+                "at": at,
+                "expires_at": None if r.state == RELEASED else r.expires_at,
                 "claim_id": r.claim_id,
                 "owner": r.owner,
                 "revision": r.revision,

@@ -5,6 +5,7 @@
 (function () {
   const POLL_MS = 500;
   const SOON_MS = 60000;
+  const WINDOW_MS = 6 * 3600 * 1000;
   const SVG = "http://www.w3.org/2000/svg";
   let doc = null;
   let etag = null;
@@ -139,24 +140,36 @@
     if (serverNow() - lastTimeline > 5000) renderTimeline(shown());
   }
 
+  // A record's time (RFC 3339 text) in ms, or null (a forged record may hold anything).
+  function ms(text) {
+    const t = typeof text === "string" ? Date.parse(text) : NaN;
+    return Number.isFinite(t) ? t : null;
+  }
+
   function colour(id) {
     let h = 0;
     for (const ch of String(id)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
     return `hsl(${h % 360} 65% 55%)`;
   }
 
+  function eventsOf(c) {
+    const line = doc.timelines[c.ref] || { events: [] };
+    return line.events.map((e) => ({ ...e, at_ms: ms(e.at), expires_ms: ms(e.expires_at) }));
+  }
+
   function renderTimeline(list) {
     lastTimeline = serverNow();
     const box = $("timeline");
     const now = serverNow();
-    const rows = list.filter((c) => (doc.timelines[c.ref] || { events: [] }).events.length);
+    const rows = list.map((c) => [c, eventsOf(c)]).filter(([, events]) => events.length);
     let start = now - 60000;
-    for (const c of rows) {
-      for (const e of doc.timelines[c.ref].events) {
+    for (const [, events] of rows) {
+      for (const e of events) {
         if (e.at_ms !== null && e.at_ms < start) start = e.at_ms;
       }
     }
     const label = 180, width = 1000, rowH = 22, top = 24;
+    start = Math.max(start, now - WINDOW_MS); // recent history: the last hours at most
     const span = Math.max(1, now - start);
     const x = (t) => label + ((Math.min(Math.max(t, start), now) - start) / span) * (width - label - 10);
     const height = top + rows.length * rowH + 8;
@@ -165,7 +178,7 @@
     const nowText = svg("text", { x: width - 10, y: 14, class: "axis", "text-anchor": "end" }, root);
     nowText.textContent = "now";
     svg("line", { x1: x(now), x2: x(now), y1: 18, y2: height, class: "now" }, root);
-    rows.forEach((c, i) => {
+    rows.forEach(([c, events], i) => {
       const y = top + i * rowH;
       const g = svg("g", { class: "row" }, root);
       g.dataset.resource = c.resource;
@@ -173,7 +186,6 @@
       name.textContent = c.resource.length > 26 ? c.resource.slice(0, 25) + "…" : c.resource;
       svg("title", {}, name).textContent = c.resource;
       svg("line", { x1: label, x2: width - 10, y1: y + rowH - 2, y2: y + rowH - 2, class: "grid" }, g);
-      const events = doc.timelines[c.ref].events;
       events.forEach((e, j) => {
         if (e.at_ms === null) return;
         const next = j + 1 < events.length ? events[j + 1].at_ms : now;
