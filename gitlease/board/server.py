@@ -38,7 +38,8 @@ _STATIC = {
 
 def static_file(name: str) -> bytes:
     """One of the page's files, shipped in the package."""
-    return (resources.files("gitlease.board") / "static" / name).read_bytes()
+    package = __name__.rpartition(".")[0]  # gitlease.board (its static/ is package data)
+    return (resources.files(package) / "static" / name).read_bytes()
 
 
 def loopback_address(host: str) -> str:
