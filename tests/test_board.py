@@ -405,6 +405,61 @@ def test_the_board_reads_a_remote_store_through_its_mirror(tmp_path: Path) -> No
         wait_for("the other host's claim on the board", seen, timeout=120)
 
 
+def test_the_board_names_waiters_and_keepalive_processes_live_or_dead(
+    repo: Path, cli: Callable[..., Any]
+) -> None:
+    watched = subprocess.Popen(["sleep", "600"])
+    waiter = None
+    keeper = None
+    try:
+        assert cli("acquire", "kept/1", "--ttl", "1m").code == 0
+        kept = cli("keepalive", "kept/1", "--while-pid", str(watched.pid), "--json")
+        assert kept.code == 0, kept
+        keeper = kept.json["keepalive"]["pid"]
+        assert cli("acquire", "wanted/1", "--ttl", "10m", "--no-bind").code == 0
+        waiter = subprocess.Popen(
+            [sys.executable, "-m", "gitlease", "acquire", "wanted/1", "--wait", "10m", "--no-bind"],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "GITLEASE_OWNER": "patient"},
+        )
+        with board_process(repo) as board:
+
+            def extra() -> dict[str, Any]:
+                doc = board.json("/api/board")
+                return {c["resource"]: doc["extra"][c["ref"]] for c in doc["claims"]}
+
+            wait_for("the waiter on the board", lambda: extra()["wanted/1"]["waiters"] == 1)
+            assert extra()["kept/1"]["keeper"] == {"pid": keeper, "alive": True}
+            assert extra()["kept/1"]["worktree"] == str(repo)  # bound here, where the board runs
+            os.kill(keeper, signal.SIGKILL)
+            wait_for("the keepalive to die", lambda: not _running(keeper))
+            wait_for(
+                "the dead keepalive on the board",
+                lambda: extra()["kept/1"].get("keeper") == {"pid": keeper, "alive": False},
+            )
+            waiter.kill()
+            waiter.wait()
+            wait_for("the waiter gone", lambda: extra()["wanted/1"]["waiters"] == 0)
+    finally:
+        for proc in (watched, waiter):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        if keeper is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(keeper, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Running, not a zombie."""
+    from gitlease import _procs
+
+    proc = _procs.inspect(pid)
+    return proc is not None and proc.alive
+
+
 # ------------------------------------------------------------------ the timeline's events
 
 
