@@ -128,8 +128,12 @@ class Handler(BaseHTTPRequestHandler):
                 if name not in self._FILES:
                     self._FILES[name] = static_file(name)
                 self._send(HTTPStatus.OK, kind, self._FILES[name])
+            elif path == "/favicon.ico":
+                self._send(HTTPStatus.NO_CONTENT, "image/x-icon", b"")
             else:
                 self._text(HTTPStatus.NOT_FOUND, "not found")
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the page went away mid-answer: nothing to tell it
         except Exception as exc:  # a store that cannot be read: said, the server goes on
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             self._send(

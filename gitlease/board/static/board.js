@@ -57,10 +57,16 @@
     return "expired " + duration(-left) + " ago";
   }
 
+  // A claim's scopes (its record's paths, where it names them), whatever shape they come in.
+  function pathsText(c) {
+    if (Array.isArray(c.paths)) return c.paths.map(String).join(", ");
+    return c.paths === undefined || c.paths === null ? "" : String(c.paths);
+  }
+
   function matches(c, info, words) {
     if (!words.length) return true;
     const hay = [c.resource, c.owner, c.state, c.note, c.mode, c.checkpoint, c.claim_id,
-      (c.paths || []).join(" "), info.worktree].join(" ").toLowerCase();
+      pathsText(c), info.worktree].join(" ").toLowerCase();
     return words.every((w) => hay.includes(w));
   }
 
@@ -108,8 +114,7 @@
       t.dataset.ref = c.ref;
       tr.appendChild(t);
       tr.appendChild(el("td", "mode", c.mode || ""));
-      const paths = Array.isArray(c.paths) ? c.paths.map(String).join(", ") : (c.paths ? String(c.paths) : "");
-      tr.appendChild(el("td", "paths", paths));
+      tr.appendChild(el("td", "paths", pathsText(c)));
       tr.appendChild(el("td", "worktree", info.worktree || ""));
       const k = info.keeper;
       const kt = el("td", "keeper" + (k && !k.alive ? " dead" : ""),
