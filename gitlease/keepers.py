@@ -134,6 +134,11 @@ def _entries(git_dir: Path) -> list[Keeper]:
     return [k for k in (parse(e) for e in entries) if k is not None]
 
 
+def registered(git_dir: Path) -> list[Keeper]:
+    """Every entry of the registry, live or not (the board shows a dead keeper as dead)."""
+    return _entries(git_dir)
+
+
 def live(git_dir: Path) -> list[Keeper]:
     """The keepalive processes of the store at ``git_dir`` that still run."""
     return [k for k in _entries(git_dir) if k.alive]

@@ -42,10 +42,14 @@ def show(store: Store, resource: str) -> Claim:
 
 
 def list_claims(
-    store: Store, *, state: str | None = None, prefix: str | None = None
+    store: Store, *, state: str | None = None, prefix: str | None = None, refresh: bool = True
 ) -> list[Claim]:
-    """Every claim in the store (invalid ones included and marked), in one pass over the refs."""
-    store.refresh()
+    """Every claim in the store (invalid ones included and marked), in one pass over the refs.
+
+    ``refresh=False``: read what the store holds now (a remote store's mirror, which the
+    caller refreshes on its own schedule: the board fetches at most every few seconds)."""
+    if refresh:
+        store.refresh()
     claims = _judged(store, store.read_all())
     if prefix:
         claims = [c for c in claims if c.resource.startswith(prefix)]
@@ -53,6 +57,20 @@ def list_claims(
         claims = [c for c in claims if c.state == state]
     claims.sort(key=lambda c: c.resource)
     return mark_kept(store, mark_bound(store, claims))
+
+
+def list_document(
+    store: Store, *, state: str | None = None, prefix: str | None = None, refresh: bool = True
+) -> dict[str, Any]:
+    """The ``list --json`` document (docs/reference/json.md): one source for the command and
+    the board's ``/api/claims``."""
+    return claims_document(list_claims(store, state=state, prefix=prefix, refresh=refresh))
+
+
+def claims_document(claims: list[Claim]) -> dict[str, Any]:
+    """The ``list --json`` document of claims :func:`list_claims` found."""
+    with gc_paused():
+        return {"claims": [c.to_dict() for c in claims]}
 
 
 def free(store: Store, resources: Iterable[str]) -> list[Claim]:

@@ -280,15 +280,31 @@ def show(opts: Options, resource: str, key_: str | None) -> None:
     help="Only claims in this state.",
 )
 @click.option("--prefix", help="Only resources that start with this text.")
-def list_(opts: Options, state: str | None, prefix: str | None) -> None:
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep the table on screen, redrawn as claims change (Ctrl-C ends it); on a stdout "
+    "that is not a terminal, one table each time the claims change.",
+)
+@click.option("--all", "all_", is_flag=True, help="With --watch: show released claims too.")
+def list_(
+    opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
+) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..reads import list_claims
-    from ..value import gc_paused
+    from ..reads import list_document
 
-    found = list_claims(open_store(opts), state=state, prefix=prefix)
-    with gc_paused():
-        claims = [c.to_dict() for c in found]
-        emit(opts, {"claims": claims}, None if opts.json else output.claim_table(claims))
+    if watch:
+        if opts.json or state or prefix:
+            raise UsageError("--watch is a view for people: it takes no --json, --state, --prefix")
+        from .board import watch as run_watch
+
+        return run_watch(opts, all_)
+    if all_:
+        raise UsageError("--all goes with --watch (list without --watch shows every claim)")
+
+    doc = list_document(open_store(opts), state=state, prefix=prefix)
+    emit(opts, doc, None if opts.json else output.claim_table(doc["claims"]))
+    return None
 
 
 @command(cli, "free")
