@@ -224,6 +224,15 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
                     help="The durable mutation happens elsewhere (e.g. a remote API): "
                     "recorded as the mode.",
                 ),
+                click.option(
+                    "--paths",
+                    "paths",
+                    multiple=True,
+                    metavar="PATTERN",
+                    help="Reserve files: a path scope (git wildmatch, from the repository's "
+                    "top; repeatable). HELD if it overlaps a live claim's scope on another "
+                    "resource. See docs/howto/path-scopes.md.",
+                ),
                 click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
                 click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
                 click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP),
