@@ -226,6 +226,7 @@ def take(
     refused (HELD) when a live claim on another resource has an overlapping scope."""
     if request.paths is not None:
         scope_index.refuse_remote(store)
+        scope_index.note_store(store.location.worktree_git_dir, store.git_dir)
     with scope_index.scope_guard(store) if request.paths is not None else nullcontext():
         return _take(store, request, held)
 

@@ -72,6 +72,32 @@ def guard_path(git_dir: Path) -> Path:
     return git_dir / "worklease" / "scopes" / "guard"
 
 
+def pointer_path(worktree_git_dir: Path) -> Path:
+    """Where a repository notes its store's path for the commit hook's shell fast path."""
+    from ..gitdirs import common_dir
+
+    return common_dir(worktree_git_dir) / "worklease" / "scopes-store"
+
+
+def note_store(worktree_git_dir: Path | None, store_git_dir: Path) -> None:
+    """Note, in the repository's git dir, which store its claims live in: the installed
+    hook reads it to know, without starting Python, whether any claim there has path
+    scopes (hooks/gitlease-hook). Written only when it changes; never fails the caller."""
+    if worktree_git_dir is None:
+        return
+    path = pointer_path(worktree_git_dir)
+    text = f"{store_git_dir}\n"
+    try:
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".scopes-store.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, UnicodeError):
+        pass
+
+
 def read_index(git_dir: Path) -> Index | None:
     """The index, or None if there is none or it cannot be read as gitlease writes it."""
     try:
