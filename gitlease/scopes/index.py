@@ -40,6 +40,8 @@ from ..value import Value
 from .wildmatch import MAX_PATTERN_CHARS, compile_pattern, overlaps
 
 VERSION = 1
+#: Seconds an acquire with scopes waits for another one's scope guard before HELD.
+SCOPE_GUARD_WAIT_SECONDS = 30.0
 #: Compact when the index holds this many entries more than twice the live ones last seen.
 _SLACK = 32
 
@@ -159,7 +161,10 @@ def scope_guard(store: Store) -> Iterator[None]:
     """Hold the store-wide scope guard (HELD if another process keeps it too long)."""
     path = guard_path(store.git_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with hold(path, "the path scopes of this store"):
+    # Held only from reading the index to a compare-and-swap (never across an exec), and
+    # dropped by the kernel if its holder dies: a longer wait than a resource guard's, so
+    # that scoped acquires queued behind each other on a busy machine are not told HELD.
+    with hold(path, "the path scopes of this store", wait=SCOPE_GUARD_WAIT_SECONDS):
         yield
 
 

@@ -10,7 +10,7 @@ whose patterns cover a path; only their refs are read.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,11 +26,16 @@ SCOPE_HOOKS = ("pre-commit", "pre-merge-commit", "prepare-commit-msg", "pre-appl
 
 
 def covering(
-    store: Store, paths: Sequence[str], *, index: Index | None = None
+    store: Store,
+    paths: Sequence[str],
+    *,
+    index: Index | None = None,
+    known: Container[str | None] = (),
 ) -> list[tuple[str, list[Claim]]]:
     """For each path (relative to the repository's top; USAGE if not a valid one), the live
     claims whose scopes cover it, by resource. ``index``: the store's, if already read (a
-    missing one is made from every record, in memory)."""
+    missing one is made from every record, in memory). ``known``: object ids of records
+    known to be good (this worktree's own last writes: no signature to check)."""
     for path in paths:
         check_path(path)
     if index is None:
@@ -43,7 +48,7 @@ def covering(
     claims: dict[str, Claim] = {}
     if refs:
         for snap in store.read_many(refs):
-            claim = judge(snap, now)
+            claim = judge(snap, now, known=known)
             if claim.active and claim.record is not None and claim.record.paths:
                 claims[snap.ref] = claim
     out = []
@@ -171,10 +176,12 @@ def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
                 valid.append(check_path(path))
             except GitleaseError:
                 continue  # (no scope covers a path that cannot be a file of the repository)
-        found = covering(store, valid, index=index)
+        bound = [b for b in bindings_mod.bindings(git_dir) if not isinstance(b, Path)]
+        # this worktree's own last records, by the ids its bindings hold: no signature check
+        found = covering(store, valid, index=index, known={b.oid for b in bound if b.oid})
     except GitleaseError as exc:
         return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
-    mine = {b.claim_id for b in bindings_mod.bindings(git_dir) if not isinstance(b, Path)}
+    mine = {b.claim_id for b in bound}
     for path, claims in found:
         for claim in claims:
             record = claim.record

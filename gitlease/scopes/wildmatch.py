@@ -300,6 +300,15 @@ def _class(text: str, segment: str, start: int) -> tuple[Token, int]:
     return ("class", negated, tuple(sorted(items))), i
 
 
+@lru_cache(maxsize=8192)
+def _prefix_of(text: str) -> str:
+    """The literal prefix of a pattern's text, checked to be a valid pattern first only when
+    it is compiled (an invalid one is refused there: see :func:`overlap`)."""
+    if not isinstance(text, str):
+        raise UsageError(f"a path scope must be text, not {type(text).__name__}")
+    return _literal_prefix(text)
+
+
 def _literal_prefix(text: str) -> str:
     """The pattern's leading characters that every match starts with (a cheap first test)."""
     out = []
@@ -443,10 +452,12 @@ def overlap(a: str | Pattern, b: str | Pattern) -> str | None:
 
     Exact: a breadth-first search over the product of both NFAs and the valid-path DFA.
     """
+    pa = a.prefix if isinstance(a, Pattern) else _prefix_of(a)
+    pb = b.prefix if isinstance(b, Pattern) else _prefix_of(b)
+    if not (pa.startswith(pb) or pb.startswith(pa)):
+        return None  # every match starts with its literal prefix (and nothing is compiled)
     p = a if isinstance(a, Pattern) else compile_pattern(a)
     q = b if isinstance(b, Pattern) else compile_pattern(b)
-    if not (p.prefix.startswith(q.prefix) or q.prefix.startswith(p.prefix)):
-        return None  # (every match of each starts with its literal prefix)
     alphabet = _alphabet([*p.tests(), *q.tests()])
     start = (p.closure((p.start,)), q.closure((q.start,)), 0)
     parent: dict[tuple[frozenset[int], frozenset[int], int], tuple[object, int] | None] = {
