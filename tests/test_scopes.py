@@ -117,6 +117,10 @@ def test_overlapping_scopes_are_held_naming_claim_patterns_and_witness(cli, repo
     assert error["code"] == "HELD" and error["claim"]["claim_id"] == first.json["claim_id"]
     assert "'src/*/login.py' overlaps 'src/auth/**'" in error["message"]
     assert "src/auth/login.py" in error["message"]  # the witness
+    assert [c["claim_id"] for c in error["claims"]] == [first.json["claim_id"]]
+    assert error["claim"]["overlaps"] == [
+        {"paths": "src/*/login.py", "scope": "src/auth/**", "witness": "src/auth/login.py"}
+    ]
     assert store_git("for-each-ref", "refs/worklease/login.lease", cwd=repo).stdout == ""
     # disjoint scopes, and a claim without scopes, are both fine
     assert cli("acquire", "main", "--paths", "src/main.py").code == 0

@@ -108,7 +108,17 @@ def test_foreign_scope_problems_is_the_shared_check(cli, worktrees) -> None:
     assert got.json["claim_id"] in problems[0] and "test-agent" in problems[0]
     assert foreign_scope_problems(a_git_dir, ["web/app.js"]) == []  # bound: its own
     assert foreign_scope_problems(b_git_dir, []) == []
+    odd = foreign_scope_problems(b_git_dir, ["web/a\nb.js"])  # git allows it in a name
+    assert len(odd) == 1 and "web/a\\nb.js" in odd[0]  # (shown escaped)
     assert foreign_scope_problems(b_git_dir, ["/abs", "../x"]) == []  # never a repository file
+    # an index that cannot be read is made afresh from the records: never blind
+    from conftest import store_path
+
+    from gitlease.scopes.index import index_path
+
+    index_path(store_path(a)).write_text("not an index")
+    problems = foreign_scope_problems(b_git_dir, ["web/app.js"])
+    assert len(problems) == 1 and got.json["claim_id"] in problems[0]
 
 
 def test_who(cli, repo) -> None:

@@ -289,8 +289,14 @@ def held_error(found: list[Conflict], paths: Sequence[str]) -> ScopesOverlap:
         + " | ".join(parts)
         + ". Choose other work or narrower --paths, or wait until it is released"
     )
-    doc: dict[str, Any] = found[0].claim.to_dict()
-    return ScopesOverlap(message, claim=doc)
+    docs: list[dict[str, Any]] = []
+    for c in found:
+        doc = c.claim.to_dict()
+        doc["overlaps"] = [{"paths": m, "scope": t, "witness": w} for m, t, w in c.pairs]
+        docs.append(doc)
+    error = ScopesOverlap(message, claim=docs[0])
+    error.claims = docs
+    return error
 
 
 def note(store: Store, index: Index, records: Sequence[tuple[str, Record]], now: Now) -> None:

@@ -18,8 +18,8 @@ from .._text import printable
 from ..claim import Claim, judge
 from ..clock import Now, format_duration
 from ..store import Store
-from .index import Index, read_index, rebuild
-from .wildmatch import _literal_prefix, check_path, compile_pattern
+from .index import Index, index_path, read_index, rebuild
+from .wildmatch import _literal_prefix, check_path, compile_pattern, is_repository_path
 
 #: The hooks whose commit is the index as staged: they check the paths it changes.
 SCOPE_HOOKS = ("pre-commit", "pre-merge-commit", "prepare-commit-msg", "pre-applypatch")
@@ -31,13 +31,16 @@ def covering(
     *,
     index: Index | None = None,
     known: Container[str | None] = (),
+    check: bool = True,
 ) -> list[tuple[str, list[Claim]]]:
     """For each path (relative to the repository's top; USAGE if not a valid one), the live
     claims whose scopes cover it, by resource. ``index``: the store's, if already read (a
     missing one is made from every record, in memory). ``known``: object ids of records
-    known to be good (this worktree's own last writes: no signature to check)."""
-    for path in paths:
-        check_path(path)
+    known to be good (this worktree's own last writes: no signature to check). ``check``:
+    refuse a path with a control character too (a person's input; git allows them)."""
+    if check:
+        for path in paths:
+            check_path(path)
     if index is None:
         index = read_index(store.git_dir)
         if index is None:
@@ -148,9 +151,22 @@ def _store_of(git_dir: Path) -> Path:
 def scoped_index(git_dir: Path) -> Index | None:
     """The scope index of this worktree's store, or None when no claim there has scopes (no
     index yet, or an empty one): then a commit needs no list of its changed paths."""
-    index = read_index(_store_of(git_dir))
+    store_dir = _store_of(git_dir)
+    index = _index_of(store_dir, git_dir)
     if index is None or not index.entries:
         return None
+    return index
+
+
+def _index_of(store_dir: Path, git_dir: Path) -> Index | None:
+    """The store's index; None if it has none (no claim there ever had scopes). One that
+    exists but cannot be read (not as gitlease writes it) is made afresh from every record,
+    in memory: slower, never blind."""
+    from ..location import Location
+
+    index = read_index(store_dir)
+    if index is None and index_path(store_dir).exists():
+        index = rebuild(Store(Location(store_dir, "the commit check", git_dir, None)))
     return index
 
 
@@ -168,20 +184,19 @@ def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
 
     try:
         store_dir = _store_of(git_dir)
-        index = read_index(store_dir)
+        index = _index_of(store_dir, git_dir)
         if index is None or not index.entries or not paths:
             return []
         store = Store(Location(store_dir, "the commit check", git_dir, None))
-        valid = []
         out = []
-        for path in paths:
-            try:
-                valid.append(check_path(path))
-            except GitleaseError:
-                continue  # (no scope covers a path that cannot be a file of the repository)
+        # (no scope covers a path that cannot be a file of the repository; a control
+        # character in a file's name is git's to allow, and a pattern still covers it)
+        valid = [p for p in paths if isinstance(p, str) and is_repository_path(p)]
         bound = [b for b in bindings_mod.bindings(git_dir) if not isinstance(b, Path)]
         # this worktree's own last records, by the ids its bindings hold: no signature check
-        found = covering(store, valid, index=index, known={b.oid for b in bound if b.oid})
+        found = covering(
+            store, valid, index=index, known={b.oid for b in bound if b.oid}, check=False
+        )
     except GitleaseError as exc:
         return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
     mine = {b.claim_id for b in bound}

@@ -398,6 +398,17 @@ def _valid_step(state: int, code: int) -> int:
     return 3
 
 
+def is_repository_path(path: str) -> bool:
+    """Whether ``path`` has the shape of a file path in a repository (relative, no empty,
+    ``.`` or ``..`` segment); control characters allowed, as git allows them."""
+    state = 0
+    for char in path:
+        state = _valid_step(state, ord(char))
+        if state < 0:
+            return False
+    return state == 3
+
+
 def check_path(path: object) -> str:
     """``path`` if it is a path a scope can cover (relative, ``/``-separated, no empty, ``.``
     or ``..`` segment, no control character); USAGE otherwise."""
