@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import git, run_cli, store_git
 from hosts import make_host, make_server
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitlease.errors import CorruptRecordError
 from gitlease.record import parse, verify
@@ -252,3 +254,39 @@ def test_paths_on_a_remote_store_are_refused_as_usage(tmp_path: Path) -> None:
     assert "git remote" in got.json["error"]["message"]
     assert git("for-each-ref", "refs/worklease/", cwd=server).stdout == ""
     assert run_cli("acquire", "r", "--json", cwd=host).code == 0  # without scopes: as ever
+
+
+_SAMPLE: list[bytes] = []
+
+
+def _sample_record() -> bytes:
+    """A real signed record with a paths line (made once)."""
+    if not _SAMPLE:
+        from gitlease.record import HELD, Record, SigningKey, new_token
+
+        key = SigningKey(new_token())
+        stamp = "2026-01-01T00:00:00.000Z"
+        record = Record(
+            resource="r", state=HELD, claim_id="c-0123456789abcdef", owner="o", revision=1,
+            bundle_id=None, mode="guarded", acquired_at=stamp, renewed_at=stamp,
+            released_at=None, expires_at=stamp, renew_by=stamp, ttl_ms=1000, boot_id="b",
+            boot_expires_ms=1, note=None, checkpoint=None, public_key=key.public_hex,
+            previous=None, paths=("src/**",),
+        )  # fmt: skip
+        _SAMPLE.append(record.signed(key).raw or b"")
+    return _SAMPLE[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80) | st.text(max_size=40).map(lambda t: t.encode()))
+def test_any_paths_value_gives_a_record_or_a_clean_invalid(value: bytes) -> None:
+    raw = _sample_record()
+    start = raw.index(b"\npaths ") + len(b"\npaths ")
+    end = raw.index(b"\n", start)
+    data = raw[:start] + value + raw[end:]
+    try:
+        record = parse(data)
+    except CorruptRecordError:
+        return
+    assert record.paths is not None and all(isinstance(p, str) for p in record.paths)
+    assert record.raw == data and record.payload() + b"signature " in data
