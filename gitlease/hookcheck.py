@@ -58,6 +58,9 @@ def problems(cwd: Path | None = None) -> list[str]:
     except GitleaseError as exc:
         return [f"the claim store cannot be read ({exc}); refusing to commit (fail closed)"]
     from .core import check_claims
+    from .scopes.lookup import remember_store
+
+    remember_store(git_dir, store.git_dir)  # (the scope check then needs no second look)
 
     out = []
     for binding in bound:

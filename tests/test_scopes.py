@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -290,3 +291,30 @@ def test_any_paths_value_gives_a_record_or_a_clean_invalid(value: bytes) -> None
         return
     assert record.paths is not None and all(isinstance(p, str) for p in record.paths)
     assert record.raw == data and record.payload() + b"signature " in data
+
+
+def test_wait_takes_the_scope_once_its_holder_releases(cli, repo) -> None:
+    """``--wait`` waits for an overlapping scope like for a held resource (on events: the
+    waiter's line on stderr, then its exit)."""
+    assert cli("acquire", "holder", "--paths", "lib/**").code == 0
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "acquire", "waiter", "--paths", "lib/x.py",
+         "--wait", "2m", "--json"],
+        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        from gitlease.location import open_store
+        from gitlease.waitqueue import Line
+
+        store = open_store(cwd=repo)
+        ref = "refs/worklease/waiter.lease"
+        while not Line(store.git_dir, (ref,)).ahead() and waiter.poll() is None:
+            time.sleep(0.02)  # polling for the event: the waiter is in line (or gave up)
+        assert waiter.poll() is None, waiter.communicate()
+        assert cli("release", "holder").code == 0
+        out, err = waiter.communicate(timeout=120)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    assert waiter.returncode == 0, (out, err)
+    assert '"waiter"' in out

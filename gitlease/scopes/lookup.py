@@ -137,15 +137,27 @@ def who_text(doc: dict[str, object]) -> str:
 # ------------------------------------------------------------------ the commit check
 
 
-@lru_cache(maxsize=16)
+_STORES: dict[Path, Path] = {}
+
+
+def remember_store(git_dir: Path, store_dir: Path) -> None:
+    """Note the store of the worktree whose git dir is ``git_dir``, found by a caller that
+    located it already (the commit check): locating it costs a ``git config`` call."""
+    _STORES[git_dir] = store_dir
+
+
 def _store_of(git_dir: Path) -> Path:
     """The store's git dir for the worktree whose git dir is ``git_dir`` (one ``git config``
     call, once per process)."""
-    from ..gitdirs import _worktree_of
-    from ..location import locate
+    found = _STORES.get(git_dir)
+    if found is None:
+        from ..gitdirs import _worktree_of
+        from ..location import locate
 
-    worktree = _worktree_of(git_dir)
-    return locate(cwd=worktree if worktree is not None else git_dir).git_dir
+        worktree = _worktree_of(git_dir)
+        found = locate(cwd=worktree if worktree is not None else git_dir).git_dir
+        _STORES[git_dir] = found
+    return found
 
 
 def scoped_index(git_dir: Path) -> Index | None:
