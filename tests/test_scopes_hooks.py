@@ -134,3 +134,28 @@ def test_who(cli, repo) -> None:
     assert cli("release", "one").code == 0
     after = cli("who", "src/x.py", "--json").json
     assert after["paths"] == [{"path": "src/x.py", "claims": []}]
+
+
+def test_clones_sharing_a_store_check_each_others_scopes(cli, tmp_path: Path) -> None:
+    """Two clones of one project share one store: a commit in one clone, bound to nothing,
+    is refused for a file in a scope taken from the other (the hook's fast path finds the
+    store through the note `hooks install` left)."""
+    from conftest import make_repo
+
+    seed = make_repo(tmp_path / "seed")
+    shop = tmp_path / "shop.git"
+    git("clone", "-q", "--bare", str(seed), str(shop), cwd=tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    git("clone", "-q", str(shop), str(a), cwd=tmp_path)
+    git("clone", "-q", str(shop), str(b), cwd=tmp_path)
+    assert cli("hooks", "install", cwd=b).code == 0
+    got = cli("acquire", "api", "--paths", "api/", "--json", cwd=a)
+    assert got.code == 0, got
+    _stage(b, "api/handler.py", "b\n")
+    ok, err = _commit(b)
+    assert not ok and got.json["claim_id"] in err, err
+    git("reset", "-q", cwd=b)
+    (b / "api" / "handler.py").unlink()
+    _stage(b, "web/page.html", "b\n")
+    ok, err = _commit(b)
+    assert ok, err
