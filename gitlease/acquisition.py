@@ -10,7 +10,7 @@ go through the engine (:mod:`gitlease.core`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 
 from . import bindings as bindings_mod
 from . import highwater, ownership, reservation
@@ -43,6 +43,7 @@ from .record import (
 )
 from .refname import encode
 from .request import AcquireRequest
+from .scopes import index as scope_index
 from .store import Store
 from .value import Value
 from .waiting import Waiting, retry_until
@@ -220,7 +221,19 @@ def take(
     store: Store, request: AcquireRequest, held: reservation.Reserved | None
 ) -> tuple[list[Claim], Receipt]:
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
-    write the receipt, then compare-and-swap every ref."""
+    write the receipt, then compare-and-swap every ref. With path scopes, all of it under
+    the store-wide scope guard too (taken after the resource guards, always in that order),
+    refused (HELD) when a live claim on another resource has an overlapping scope."""
+    if request.paths is not None:
+        scope_index.refuse_remote(store)
+        scope_index.note_store(store.location.worktree_git_dir, store.git_dir)
+    with scope_index.scope_guard(store) if request.paths is not None else nullcontext():
+        return _take(store, request, held)
+
+
+def _take(
+    store: Store, request: AcquireRequest, held: reservation.Reserved | None
+) -> tuple[list[Claim], Receipt]:
     now = Now.read()
     members = _read_members(store, request.refs)
     try:
@@ -232,6 +245,12 @@ def take(
         members = _read_members(store, request.refs)
         claims = _judge_members(store, request, members, now)
     snaps = members.snaps
+    scopes = None
+    if request.paths is not None:
+        scopes = scope_index.current(store)
+        found = scope_index.conflicts(store, scopes, request.paths, request.refs, now)
+        if found:
+            raise scope_index.held_error(found, request.paths)
     if held is not None:
         ownership.refuse_live_explicit(store, held, now)
     token = new_token()
@@ -250,6 +269,8 @@ def take(
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
     ownership.write_new(store, rec, held)
+    if scopes is not None:  # noted before the write: the index never misses a live scope
+        scope_index.note(store, scopes, list(zip(request.refs, records, strict=True)), now)
     return _commit_acquire(store, rec, snaps, records, now), rec
 
 
@@ -295,6 +316,7 @@ def _new_record(
         checkpoint=None,
         public_key=key.public_hex,
         previous=snap.oid,
+        paths=request.paths,
     ).signed(key)
 
 

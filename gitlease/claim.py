@@ -87,6 +87,7 @@ class Claim(Value):
             "renew_by": r.renew_by if r and r.held else None,
             "note": r.note if r else None,
             "checkpoint": r.checkpoint if r else None,
+            "paths": list(r.paths) if r and r.paths is not None else None,
             "oid": self.oid,
             "guarantee": GUARANTEES.get(r.mode) if r else None,
             "bound": self.bound,

@@ -27,6 +27,7 @@ from .errors import (
 )
 from .receipts import Receipt
 from .request import AcquireRequest
+from .scopes.index import ScopesOverlap
 from .store import Store
 from .waiting import Waiting, retry_until
 from .waitqueue import Line
@@ -100,6 +101,8 @@ def _take_first_free(
                     with reservation.reserve(request.receipt, str(store.git_dir)) as held:
                         written, rec = take(store, one, held)
                 return written[0], rec
+            except ScopesOverlap:
+                raise  # (a scope, not the candidate: the same for every other candidate)
             except HeldError:
                 if guarded:
                     outcome = "lost"

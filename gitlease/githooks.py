@@ -56,6 +56,19 @@ def hook_source(python: str | None = None) -> str:
     )
 
 
+def _note_store(cwd: Path | None) -> None:
+    """Note the repository's store for the hook's fast path (path scopes: gitlease.scopes)."""
+    from .errors import GitleaseError
+    from .location import locate
+    from .scopes.index import note_store
+
+    try:
+        where = locate(cwd=cwd)
+    except GitleaseError:
+        return
+    note_store(where.worktree_git_dir, where.git_dir)
+
+
 def snippet(name: str) -> str:
     """The line that runs the check from a hook script someone else owns."""
     return f'{CHECK_COMMAND} {name} "$@" || exit $?'
@@ -290,6 +303,7 @@ def install(cwd: Path | None = None) -> Report:
     source = hook_source()
     changed: list[str] = []
     refused: list[str] = []
+    _note_store(cwd)
     for loc, top in locations(repo):
         if loc.checkout is not None:
             continue  # part of a checkout: the report names the line to add instead

@@ -72,6 +72,9 @@ def worktree_problems(
     except GitleaseError as exc:
         return [f"the claim store cannot be read ({exc}); refusing (fail closed)"]
     from .core import check_claims
+    from .scopes.lookup import remember_store
+
+    remember_store(git_dir, store.git_dir)  # (the scope check then needs no second look)
 
     out = []
     for binding in bound:
@@ -89,6 +92,25 @@ def worktree_problems(
         if held is not None:
             held.extend(claims)
     return out
+
+
+SCOPE_ADVICE = (
+    "Those files are reserved by another agent's claim (`gitlease who PATH` shows it): leave "
+    "them to its holder, or unstage them (`git restore --staged PATH`) and commit the rest."
+)
+
+
+def scope_problems(hook: str, cwd: Path | None = None) -> list[str]:
+    """Why the staged commit must be refused for touching another claim's path scope
+    (docs/howto/path-scopes.md): empty, at the cost of one file read, when no claim has
+    scopes."""
+    from .gitdirs import find_git_dir
+    from .scopes.lookup import commit_problems
+
+    found = find_git_dir(cwd or Path.cwd())
+    if found is None:
+        return []
+    return commit_problems(hook, found[0], cwd)
 
 
 def _require_claim(git_dir: Path) -> bool:
@@ -118,11 +140,18 @@ def main(argv: list[str] | None = None) -> int:
         found = problems()
     except Exception as exc:  # fail closed on anything unexpected
         found = [f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
-    if not found:
+    try:
+        scoped = scope_problems(hook)
+    except Exception as exc:  # fail closed on anything unexpected
+        scoped = [f"the scope check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
+    if not found and not scoped:
         return 0
     lines = [f"gitlease ({hook}): commit refused."]
-    lines += [f"  - {p}" for p in found]
-    lines.append(REQUIRE_ADVICE if found == [REQUIRE_PROBLEM] else ADVICE)
+    lines += [f"  - {p}" for p in found + scoped]
+    if found:
+        lines.append(REQUIRE_ADVICE if found == [REQUIRE_PROBLEM] else ADVICE)
+    if scoped:
+        lines.append(SCOPE_ADVICE)
     sys.stderr.write("\n".join(lines) + "\n")
     return 1
 

@@ -61,7 +61,8 @@ def acquire(
     """Take a claim if the resource is free, released or expired; HELD otherwise.
 
     ``options``: :class:`~gitlease.request.AcquireOptions` (ttl, owner, note,
-    coordination_only, wait, receipt, bind). ``on_wait`` is called with a
+    coordination_only, wait, receipt, bind, paths: the path scopes the claim reserves, HELD
+    when one overlaps a live claim's scope on another resource). ``on_wait`` is called with a
     :class:`~gitlease.waiting.Waiting` between ``wait`` retries.
     """
     asked = request.acquire_request([resource], worktree=store.location.worktree, **options)

@@ -75,16 +75,24 @@ MAX_INT = 2**63 - 1
 #: (A real token has 43; a shorter run is refused too, since part of a token is a leak.)
 TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
+#: The optional ``paths`` line (path scopes, docs/reference/record.md): written right after
+#: ``checkpoint``, and only when the claim has scopes, so a record without any is byte for
+#: byte what earlier versions wrote (and their signatures stay valid).
+_PATHS_LINE = b"\npaths "
+_AFTER_PATHS = b"\npublic-key "
+MAX_SCOPES = 64
+MAX_SCOPE_CHARS = 1024
 
 
 class Record(Value):
     """One version of a claim. ``signature`` and ``raw`` are set on signed/parsed records."""
 
-    __slots__ = (*(attr for _, attr, _ in _LAYOUT), "signature", "raw")
+    __slots__ = (*(attr for _, attr, _ in _LAYOUT), "signature", "raw", "paths")
     _defaults: ClassVar[dict[str, Any]] = {
         "nonce": Factory(lambda: _random_hex(16)),
         "signature": None,
         "raw": None,
+        "paths": None,
     }
     _hidden = frozenset({"raw"})
 
@@ -110,6 +118,7 @@ class Record(Value):
     nonce: str
     signature: str | None
     raw: bytes | None
+    paths: tuple[str, ...] | None  # path scopes (patterns), or None for none
 
     @property
     def held(self) -> bool:
@@ -126,6 +135,8 @@ class Record(Value):
         lines = [MAGIC]
         for name, attr, kind in _LAYOUT:
             lines.append(f"{name} {_format_value(getattr(self, attr), kind)}")
+            if attr == "checkpoint" and self.paths is not None:
+                lines.append(f"paths {format_paths(self.paths)}")
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     def signed(self, signing_key: SigningKey) -> Record:
@@ -148,8 +159,62 @@ def _format_value(value: Any, kind: str) -> str:
     return str(value)
 
 
+def format_paths(paths: tuple[str, ...]) -> str:
+    """The ``paths`` value: a JSON list of strings, compact, non-ASCII kept as is."""
+    return json.dumps(list(paths), ensure_ascii=False, separators=(",", ":"))
+
+
 def parse(data: bytes) -> Record:
     """Parse a record strictly; :class:`CorruptRecordError` on anything off.
+
+    A record with a ``paths`` line is read without it, and the line checked on its own:
+    it must follow ``checkpoint``, appear once, and hold a canonical JSON list of at most
+    64 strings without control characters. (Whether each is a valid pattern is for the
+    scopes code to judge: this module does not know patterns.)
+    """
+    at = data.find(_PATHS_LINE)
+    if at < 0:
+        return _parse_plain(data)
+    end = data.find(b"\n", at + 1)
+    line_start = data.rfind(b"\n", 0, at) + 1
+    if (
+        end < 0
+        or not data.startswith(b"checkpoint ", line_start)
+        or not data.startswith(_AFTER_PATHS, end)
+    ):
+        raise CorruptRecordError("the record's paths line is not right after its checkpoint")
+    rest = data[:at] + data[end:]
+    if _PATHS_LINE in rest:
+        raise CorruptRecordError("the record has more than one paths line")
+    paths = _parse_paths(data[at + len(_PATHS_LINE) : end])
+    record = _parse_plain(rest)
+    return record.replace(paths=paths, raw=bytes(data))
+
+
+def _parse_paths(value: bytes) -> tuple[str, ...]:
+    text = ""
+    try:
+        text = value.decode("utf-8")
+        paths = json.loads(text) if len(text) <= MAX_SCOPES * (MAX_SCOPE_CHARS + 8) else None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        paths = None
+    if (
+        not isinstance(paths, list)
+        or not paths
+        or len(paths) > MAX_SCOPES
+        or not all(isinstance(p, str) and 0 < len(p) <= MAX_SCOPE_CHARS for p in paths)
+    ):
+        raise CorruptRecordError("the record's paths are not a list of 1 to 64 patterns")
+    if any(UNPRINTABLE.search(p) for p in paths):
+        raise CorruptRecordError("the record's paths hold a control character")
+    out = tuple(paths)
+    if format_paths(out) != text:
+        raise CorruptRecordError("the record is not in canonical form")
+    return out
+
+
+def _parse_plain(data: bytes) -> Record:
+    """:func:`parse` of a record without a ``paths`` line.
 
     Every value must also be written the one way :meth:`Record.payload` writes
     it, so the record re-serialises to exactly ``data`` (checked value by value,
@@ -182,6 +247,7 @@ def parse(data: bytes) -> Record:
         state, mode = values[_STATE_AT], values[_MODE_AT]
         if ok and state in (HELD, RELEASED) and mode in (GUARDED, COORDINATION_ONLY):
             values.append(bytes(data))
+            values.append(None)  # paths: none (parse reads a paths line itself)
             return Record._of(tuple(values))
     return _parse_lines(data)
 
@@ -209,7 +275,7 @@ def _parse_lines(data: bytes) -> Record:
             raise CorruptRecordError(f"the record has no value for {attr.replace('_', '-')}")
     if signature is None:
         raise CorruptRecordError("the record has no value for signature")
-    record = Record._of((*values, signature, bytes(data)))
+    record = Record._of((*values, signature, bytes(data), None))
     if record.state not in (HELD, RELEASED) or record.mode not in (GUARDED, COORDINATION_ONLY):
         raise CorruptRecordError("the record has an unknown state or mode")
     return record

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from . import reservation
 from .clock import parse_duration_ms
 from .errors import UsageError
 from .record import COORDINATION_ONLY, GUARDED, check_text
 from .refname import encode, validate_resource
+from .scopes.wildmatch import check_patterns
 from .value import Value
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ class AcquireRequest(Value):
     """A validated acquire of one resource or a bundle, before anything touches the store."""
 
     __slots__ = ("resources", "refs", "ttl_ms", "owner", "note", "mode", "wait_ms", "receipt",
-                 "bind", "bundle")  # fmt: skip
+                 "bind", "bundle", "paths")  # fmt: skip
+    _defaults: ClassVar[dict[str, Any]] = {"paths": None}
     resources: tuple[str, ...]
     refs: tuple[str, ...]
     ttl_ms: int
@@ -74,6 +76,7 @@ class AcquireRequest(Value):
     receipt: Path | None  # an explicit receipt path, or None for this worktree's
     bind: bool  # bind this worktree to the new claims
     bundle: bool  # give the claims a bundle id
+    paths: tuple[str, ...] | None  # path scopes (docs/howto/path-scopes.md), or None
 
 
 class AcquireOptions(TypedDict, total=False):
@@ -86,6 +89,7 @@ class AcquireOptions(TypedDict, total=False):
     wait: str | int | None  #: retry HELD answers this long
     receipt: str | os.PathLike[str] | None  #: an explicit receipt path
     bind: bool  #: bind this worktree to the claim (default True)
+    paths: Iterable[str] | None  #: path scopes the claim reserves (patterns; default none)
 
 
 def acquire_request(
@@ -120,7 +124,10 @@ def acquire_request(
         reservation.check_explicit_location(explicit)
     mode = COORDINATION_ONLY if options.get("coordination_only") else GUARDED
     bind = options.get("bind", True)
-    return AcquireRequest(names, refs, ttl_ms, owner, note, mode, wait_ms, explicit, bind, bundle)
+    paths = check_patterns(options.get("paths"))
+    return AcquireRequest(
+        names, refs, ttl_ms, owner, note, mode, wait_ms, explicit, bind, bundle, paths
+    )
 
 
 def first_free_request(

@@ -155,6 +155,28 @@ def test_a_claim_released_elsewhere_or_replaced_denies_the_edit(
 
 
 @pytest.mark.parametrize("harness", list(EDITS))
+def test_an_edit_inside_another_claims_path_scope_is_denied(
+    cli, repo: Path, worktrees: tuple[Path, Path], harness: str
+) -> None:
+    """The file (src/app.py in every published payload) lies in a scope that another
+    worktree's live claim reserves: denied, naming that claim; the holder's own edit passes."""
+    a, b = worktrees
+    prepare(a)
+    prepare(b)
+    command_a = installed_command(cli, a, harness)
+    held = cli("acquire", "owner/1", "--paths", "src/**", "--json", cwd=b)
+    assert held.code == 0, held
+    reason = denial(harness, run_hook(command_a, payload(EDITS[harness][0], a), a).stdout)
+    assert held.json["claim_id"] in reason and "src/**" in reason
+    command_b = installed_command(cli, b, harness)
+    result = run_hook(command_b, payload(EDITS[harness][0], b), b)
+    assert (result.returncode, result.stdout) == (0, ""), result
+    assert cli("release", "owner/1", cwd=b).code == 0
+    result = run_hook(command_a, payload(EDITS[harness][0], a), a)
+    assert (result.returncode, result.stdout) == (0, ""), result
+
+
+@pytest.mark.parametrize("harness", list(EDITS))
 def test_no_binding_and_no_require_claim_says_nothing(cli, repo: Path, harness: str) -> None:
     prepare(repo)
     command = installed_command(cli, repo, harness)

@@ -300,8 +300,6 @@ def test_a_claim_the_renewal_finds_lost_is_dropped_and_says_lost(repo: Path, tmp
 
 
 def test_bad_arguments_are_usage_tool_errors(repo: Path, tmp_path: Path):
-    from gitlease.cli.mcp import _acquire_takes_paths
-
     async def scenario() -> None:
         async with mcp_server(repo, tmp_path) as server:
             bad: list[tuple[str, dict[str, Any]]] = [
@@ -324,11 +322,8 @@ def test_bad_arguments_are_usage_tool_errors(repo: Path, tmp_path: Path):
             for name, arguments in bad:
                 error = await server.fails(name, arguments, "USAGE")
                 assert error["exit"] == 2
-            if not _acquire_takes_paths():
-                error = await server.fails(
-                    "acquire", {"resource": "a", "paths": ["src/**"]}, "USAGE"
-                )
-                assert error["message"] == "path scopes are not available in this build"
+            error = await server.fails("acquire", {"resource": "a", "paths": ["/etc/**"]}, "USAGE")
+            assert "paths" in error["message"] or "/etc" in error["message"]
             assert (await server.ok("list"))["claims"] == []  # nothing was acquired
             # a value is never read as an option: this is a resource's name
             stolen = tmp_path / "stolen"
@@ -439,5 +434,34 @@ def test_a_waiting_acquire_does_not_hold_up_other_calls(
             assert taken["state"] == "active" and taken["bound"] is True
             await server.ok("release", {"resource": "wait/1"})
             assert_no_token(server)
+
+    run(scenario)
+
+
+def test_path_scopes_through_the_tools(worktrees: tuple[Path, Path], tmp_path: Path):
+    """``acquire`` with ``paths`` reserves files; another session's overlapping scope is a
+    HELD tool error naming the claim and the overlap; ``who`` names the holder of a path."""
+    a, b = worktrees
+
+    async def scenario() -> None:
+        async with mcp_server(a, tmp_path, "a") as one, mcp_server(b, tmp_path, "b") as two:
+            got = await one.ok("acquire", {"resource": "auth/1", "paths": ["src/auth/**"]})
+            assert got["paths"] == ["src/auth/**"]
+            held = await two.fails(
+                "acquire", {"resource": "auth/2", "paths": ["src/auth/login.py"]}, "HELD"
+            )
+            assert held["exit"] == 3 and "src/auth/**" in held["message"]
+            free = await two.ok("acquire", {"resource": "docs/1", "paths": ["docs/**"]})
+            assert free["paths"] == ["docs/**"]
+            who = await two.ok("who", {"paths": ["src/auth/login.py", "README.md"]})
+            assert timeless(who) == timeless(
+                cli_json("who", "src/auth/login.py", "README.md", cwd=b)
+            )
+            (login, readme) = who["paths"]
+            assert [c["claim_id"] for c in login["claims"]] == [got["claim_id"]]
+            assert readme["claims"] == []
+            await one.ok("release", {"resource": "auth/1"})
+            await two.ok("release", {"resource": "docs/1"})
+            assert_no_token(one, two)
 
     run(scenario)

@@ -43,10 +43,13 @@ def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> lis
     """Why the edit of ``paths`` (relative to the worktree's top folder ``top``) in the
     worktree whose private git dir is ``git_dir`` must be denied; empty: let it be.
 
-    The one place every reason to deny an edit is asked for: a path scope of someone
-    else's live claim (docs/concepts.md) is one more call here.
+    The one place every reason to deny an edit is asked for: the worktree's own claims
+    (the commit check's judgement), and each path inside a live path scope of a claim this
+    worktree is not bound to (docs/howto/path-scopes.md; the commit hooks ask the same).
     """
-    return hookcheck.worktree_problems(git_dir, top)
+    from ..scopes.lookup import foreign_scope_problems
+
+    return [*hookcheck.worktree_problems(git_dir, top), *foreign_scope_problems(git_dir, paths)]
 
 
 def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:

@@ -104,7 +104,7 @@ class LazyGroup(click.Group):
         "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
         "unbind": "admin", "hooks": "hooks", "skill": "skill", "fence-check": "fence",
         "keepalive": "keepalive", "mcp": "mcp", "agent-hook": "agents", "agents": "agents",
-        "board": "board",
+        "board": "board", "who": "who",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -224,6 +224,15 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
                     is_flag=True,
                     help="The durable mutation happens elsewhere (e.g. a remote API): "
                     "recorded as the mode.",
+                ),
+                click.option(
+                    "--paths",
+                    "paths",
+                    multiple=True,
+                    metavar="PATTERN",
+                    help="Reserve files: a path scope (git wildmatch, from the repository's "
+                    "top; repeatable). HELD if it overlaps a live claim's scope on another "
+                    "resource. See docs/howto/path-scopes.md.",
                 ),
                 click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
                 click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),

@@ -41,16 +41,6 @@ def mcp(opts: Options) -> None:
         Cli(invoke=main, error_document=output.error_document, json_text=output.json_text),
         renewals,
         shared=shared,
-        paths=_acquire_takes_paths(),
         commands=set(LazyGroup.modules),
     )
     serve(session)
-
-
-def _acquire_takes_paths() -> bool:
-    """Whether this build's ``acquire`` has path scopes (``--paths``)."""
-    import click
-
-    ctx = click.Context(cli)
-    acquire = cli.get_command(ctx, "acquire")
-    return acquire is not None and any(p.name == "paths" for p in acquire.params)

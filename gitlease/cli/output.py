@@ -197,6 +197,10 @@ def claim_table(claims: list[dict[str, Any]]) -> str:
         ]
         for c in claims
     ]
+    if any(c.get("paths") for c in claims):  # a column only when some claim has scopes
+        header.append("PATHS")
+        for row, c in zip(rows, claims, strict=True):
+            row.append(" ".join(printable(p) for p in c.get("paths") or ()))
     if any(c.get("keepalive") for c in claims):  # a column only when something is kept alive
         header.append("KEPT BY")
         for row, c in zip(rows, claims, strict=True):
@@ -228,6 +232,7 @@ def claim_detail(claim: dict[str, Any]) -> str:
         "expires_at",
         "note",
         "checkpoint",
+        "paths",
         "ref",
         "oid",
         "guarantee",
@@ -241,7 +246,10 @@ def claim_detail(claim: dict[str, Any]) -> str:
         value = claim.get(key)
         if value is None or value is False:
             continue
-        text = printable(keeper_text(value) if key == "keepalive" else str(value))
+        if key == "paths":
+            text = printable(" ".join(value))
+        else:
+            text = printable(keeper_text(value) if key == "keepalive" else str(value))
         if key == "state":
             text = paint(text, claim["state"], colour)
             rel = relative(claim)

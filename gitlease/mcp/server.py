@@ -63,7 +63,6 @@ class Session:
         renewals: Renewals,
         *,
         shared: list[str],
-        paths: bool,
         commands: set[str],
     ) -> None:
         self._invoke = cli.invoke
@@ -71,7 +70,6 @@ class Session:
         self._json_text = cli.json_text
         self.renewals = renewals
         self._shared = shared
-        self._paths = paths
         self.tools = {t.name: t for t in tools.TOOLS if t.name in commands}
         self._stdout: capture.ThreadStdout | None = None
 
@@ -95,7 +93,7 @@ class Session:
             known = ", ".join(self.tools)
             return True, self.error_document(UsageError(f"no tool {name!r} (tools: {known})"))
         try:
-            argv = tools.argv(tool, arguments, paths=self._paths)
+            argv = tools.argv(tool, arguments)
         except UsageError as exc:
             return True, self.error_document(exc)
         given = (arguments or {}).get("resource")

@@ -271,19 +271,15 @@ def _value(tool: Tool, arg: Arg, value: Any) -> Any:
     return value
 
 
-def argv(tool: Tool, arguments: dict[str, Any] | None, *, paths: bool = True) -> list[str]:
-    """The command line (after the shared options) that runs ``tool`` with ``arguments``.
-
-    ``paths``: whether this build's ``acquire`` takes path scopes (USAGE if they are
-    given and it does not).
-    """
+def argv(tool: Tool, arguments: dict[str, Any] | None) -> list[str]:
+    """The command line (after the shared options) that runs ``tool`` with ``arguments``."""
     given = dict(arguments or {})
     unknown = sorted(set(given) - {a.name for a in tool.args})
     if unknown:
         known = ", ".join(a.name for a in tool.args) or "none"
         raise UsageError(f"{tool.name}: unknown argument {unknown[0]!r} (known: {known})")
     if tool is ACQUIRE:
-        _check_acquire(given, paths)
+        _check_acquire(given)
     options: list[str] = []
     positionals: list[str] = []
     for arg in tool.args:
@@ -305,7 +301,7 @@ def argv(tool: Tool, arguments: dict[str, Any] | None, *, paths: bool = True) ->
     return [tool.name, *options, "--", *positionals]
 
 
-def _check_acquire(given: dict[str, Any], paths: bool) -> None:
+def _check_acquire(given: dict[str, Any]) -> None:
     """``acquire``'s two forms: ``resource``, or ``first_free`` with its candidates."""
     resource, first_free = given.get("resource"), given.get("first_free")
     if resource is not None and first_free is not None:
@@ -314,5 +310,3 @@ def _check_acquire(given: dict[str, Any], paths: bool) -> None:
         raise UsageError("acquire: `first_free` needs at least one candidate")
     if resource is None and first_free is None:
         raise UsageError("acquire: argument 'resource' (or 'first_free') is required")
-    if given.get("paths") is not None and not paths:
-        raise UsageError("path scopes are not available in this build")

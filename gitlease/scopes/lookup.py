@@ -1,0 +1,267 @@
+"""Which live claims' scopes cover a path: ``gitlease who``, and the check the commit hooks
+(and the harness's pre-edit hooks) make before a change to another agent's reserved file.
+
+Lean, since it runs on every commit: standard library, the store's plain reads, and
+cryptography only when a changed path lies in some claim's scope (that claim's record is
+then verified). The store's scope index (:mod:`gitlease.scopes.index`) names the few claims
+whose patterns cover a path; only their refs are read.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Container, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from .._text import printable
+from ..claim import Claim, judge
+from ..clock import Now, format_duration
+from ..store import Store
+from .index import Index, index_path, read_index, rebuild
+from .wildmatch import _literal_prefix, check_path, compile_pattern, is_repository_path
+
+#: The hooks whose commit is the index as staged: they check the paths it changes.
+SCOPE_HOOKS = ("pre-commit", "pre-merge-commit", "prepare-commit-msg", "pre-applypatch")
+
+
+def covering(
+    store: Store,
+    paths: Sequence[str],
+    *,
+    index: Index | None = None,
+    known: Container[str | None] = (),
+    check: bool = True,
+) -> list[tuple[str, list[Claim]]]:
+    """For each path (relative to the repository's top; USAGE if not a valid one), the live
+    claims whose scopes cover it, by resource. ``index``: the store's, if already read (a
+    missing one is made from every record, in memory). ``known``: object ids of records
+    known to be good (this worktree's own last writes: no signature to check). ``check``:
+    refuse a path with a control character too (a person's input; git allows them)."""
+    if check:
+        for path in paths:
+            check_path(path)
+    if index is None:
+        index = read_index(store.git_dir)
+        if index is None:
+            index = rebuild(store)
+    hits = [_candidates(index, path) for path in paths]
+    refs = sorted({e for found in hits for e in found})
+    now = Now.read()
+    claims: dict[str, Claim] = {}
+    if refs:
+        # (one process a ref for a few, which is what a commit in one's own scope reads;
+        # two processes for any number)
+        snaps = [store.read(r) for r in refs] if len(refs) <= 2 else store.read_many(refs)
+        for snap in snaps:
+            claim = judge(snap, now, known=known)
+            if claim.active and claim.record is not None and claim.record.paths:
+                claims[snap.ref] = claim
+    out = []
+    for path, found in zip(paths, hits, strict=True):
+        covered = [
+            claims[ref]
+            for ref in sorted(found)
+            if ref in claims and _pattern_for(claims[ref], path) is not None
+        ]
+        covered.sort(key=lambda c: c.resource)
+        out.append((path, covered))
+    return out
+
+
+def _candidates(index: Index, path: str) -> set[str]:
+    """The refs of index entries with a pattern covering ``path`` (the literal prefix first:
+    most patterns are ruled out without being compiled)."""
+    found = set()
+    for entry in index.entries:
+        for pattern in entry.paths:
+            if path.startswith(_prefix(pattern)) and _matches(pattern, path):
+                found.add(entry.ref)
+                break
+    return found
+
+
+@lru_cache(maxsize=8192)
+def _prefix(pattern: str) -> str:
+    return _literal_prefix(pattern)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    try:
+        return compile_pattern(pattern).matches(path)
+    except ValueError:  # (UsageError) a forged entry: its record decides
+        return True
+
+
+def _pattern_for(claim: Claim, path: str) -> str | None:
+    """The first of the claim's own patterns (its record's) that covers ``path``."""
+    record = claim.record
+    for pattern in (record.paths if record is not None else None) or ():
+        try:
+            if compile_pattern(pattern).matches(path):
+                return pattern
+        except ValueError:
+            continue  # not a pattern gitlease writes: it covers nothing
+    return None
+
+
+def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
+    """``gitlease who --json``: ``{"paths": [{"path": ..., "claims": [claim, ...]}]}``."""
+    return {
+        "paths": [
+            {"path": path, "claims": [c.to_dict() for c in claims]}
+            for path, claims in covering(store, paths)
+        ]
+    }
+
+
+def who_text(doc: dict[str, object]) -> str:
+    """``gitlease who`` for people: one line a path and claim."""
+    lines = []
+    entries = doc["paths"]
+    assert isinstance(entries, list)
+    for item in entries:
+        path = printable(item["path"])
+        if not item["claims"]:
+            lines.append(f"{path}  (no live claim's scope covers it)")
+        for c in item["claims"]:
+            left = format_duration(int((c.get("expires_in") or 0) * 1000))
+            lines.append(
+                f"{path}  {printable(c['resource'])}  {c['claim_id']}  "
+                f"{printable(c['owner'] or '')}  expires in {left}  "
+                f"[{' '.join(printable(p) for p in c['paths'] or ())}]"
+            )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the commit check
+
+
+_STORES: dict[Path, Path] = {}
+
+
+def remember_store(git_dir: Path, store_dir: Path) -> None:
+    """Note the store of the worktree whose git dir is ``git_dir``, found by a caller that
+    located it already (the commit check): locating it costs a ``git config`` call."""
+    _STORES[git_dir] = store_dir
+
+
+def _store_of(git_dir: Path) -> Path:
+    """The store's git dir for the worktree whose git dir is ``git_dir`` (one ``git config``
+    call, once per process)."""
+    found = _STORES.get(git_dir)
+    if found is None:
+        from ..gitdirs import _worktree_of
+        from ..location import locate
+
+        worktree = _worktree_of(git_dir)
+        found = locate(cwd=worktree if worktree is not None else git_dir).git_dir
+        _STORES[git_dir] = found
+    return found
+
+
+def scoped_index(git_dir: Path) -> Index | None:
+    """The scope index of this worktree's store, or None when no claim there has scopes (no
+    index yet, or an empty one): then a commit needs no list of its changed paths."""
+    store_dir = _store_of(git_dir)
+    index = _index_of(store_dir, git_dir)
+    if index is None or not index.entries:
+        return None
+    return index
+
+
+def _index_of(store_dir: Path, git_dir: Path) -> Index | None:
+    """The store's index; None if it has none (no claim there ever had scopes). One that
+    exists but cannot be read (not as gitlease writes it) is made afresh from every record,
+    in memory: slower, never blind."""
+    from ..location import Location
+
+    index = read_index(store_dir)
+    if index is None and index_path(store_dir).exists():
+        index = rebuild(Store(Location(store_dir, "the commit check", git_dir, None)))
+    return index
+
+
+def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
+    """Why changing ``paths`` (relative to the worktree's top) from the worktree whose git
+    dir is ``git_dir`` must be refused: each path inside a live scope of a claim this
+    worktree is not bound to, naming the claim and its holder (empty: no such path).
+
+    The commit hooks call it with the paths a commit changes; the harness's pre-edit hooks
+    with the file about to be edited. A store that cannot be read is a problem (fail closed).
+    """
+    from .. import bindings as bindings_mod
+    from ..errors import GitleaseError
+    from ..location import Location
+
+    try:
+        store_dir = _store_of(git_dir)
+        index = _index_of(store_dir, git_dir)
+        if index is None or not index.entries or not paths:
+            return []
+        store = Store(Location(store_dir, "the commit check", git_dir, None))
+        out = []
+        # (no scope covers a path that cannot be a file of the repository; a control
+        # character in a file's name is git's to allow, and a pattern still covers it)
+        valid = [p for p in paths if isinstance(p, str) and is_repository_path(p)]
+        bound = [b for b in bindings_mod.bindings(git_dir) if not isinstance(b, Path)]
+        # this worktree's own last records, by the ids its bindings hold: no signature check
+        found = covering(
+            store, valid, index=index, known={b.oid for b in bound if b.oid}, check=False
+        )
+    except GitleaseError as exc:
+        return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
+    mine = {b.claim_id for b in bound}
+    for path, claims in found:
+        for claim in claims:
+            record = claim.record
+            if record is None or record.claim_id in mine:
+                continue
+            pattern = _pattern_for(claim, path) or "?"
+            left = format_duration(claim.expires_in_ms or 0)
+            out.append(
+                f"{printable(path)} is inside the path scope {printable(pattern)!r} of claim "
+                f"{record.claim_id} on {printable(claim.resource)}, held by "
+                f"{printable(record.owner)} (expires in {left}); this worktree is not bound "
+                "to it"
+            )
+    return out
+
+
+def staged_changes(cwd: Path | None = None) -> list[str]:
+    """The paths the staged commit changes, relative to the top: added, modified, deleted,
+    type-changed, and both sides of a rename (``git diff --cached --name-status -M -z``;
+    against the empty tree before the first commit). Fails closed: raises on a git error."""
+    result = subprocess.run(
+        ["git", "diff", "--cached", "--name-status", "-M", "-z", "--no-ext-diff"],
+        cwd=cwd,
+        capture_output=True,
+    )
+    if result.returncode != 0:
+        raise OSError(result.stderr.decode("utf-8", "replace").strip() or "git diff failed")
+    fields = result.stdout.split(b"\0")
+    paths: list[str] = []
+    i = 0
+    while i < len(fields) and fields[i]:
+        status = fields[i].decode("ascii", "replace")
+        if status[:1] in ("R", "C"):
+            if status[:1] == "R":
+                paths.append(fields[i + 1].decode("utf-8", "surrogateescape"))
+            paths.append(fields[i + 2].decode("utf-8", "surrogateescape"))
+            i += 3
+        else:
+            paths.append(fields[i + 1].decode("utf-8", "surrogateescape"))
+            i += 2
+    return list(dict.fromkeys(paths))
+
+
+def commit_problems(hook: str, git_dir: Path, cwd: Path | None = None) -> list[str]:
+    """The commit hook's scope check: nothing to do (no git call) when no claim has scopes."""
+    if hook not in SCOPE_HOOKS:
+        return []
+    try:
+        if scoped_index(git_dir) is None:
+            return []
+    except Exception as exc:  # fail closed
+        return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
+    return foreign_scope_problems(git_dir, staged_changes(cwd))
