@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ._gitread import git_env
 from .errors import StoreError, UsageError
-from .gitdirs import common_dir, repository_at
+from .gitdirs import common_dir, repository_for
 from .projects import normalize_url
 from .value import Value
 
@@ -94,7 +94,7 @@ def same_remote(a: str, b: str) -> bool:
     net_a, net_b = normalize_url(a), normalize_url(b)
     if net_a is not None or net_b is not None:
         return net_a == net_b
-    repo_a, repo_b = repository_at(Path(a)), repository_at(Path(b))
+    repo_a, repo_b = repository_for(Path(a)), repository_for(Path(b))
     return repo_a is not None and repo_a == repo_b
 
 

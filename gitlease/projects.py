@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from ._gitread import git_env
 from .errors import StoreError
-from .gitdirs import repository_at
+from .gitdirs import repository_for
 from .value import Value
 
 #: The keys one ``git config`` call reads for locating a store, and for reaching its remote.
@@ -172,7 +172,7 @@ def identify(common_dir: Path, config: RepoConfig, base: Path) -> Project:
         if network is not None:
             return Project(network, _why(hops))
         target = local_path(url, base)
-        repo = repository_at(target) if target is not None else None
+        repo = repository_for(target) if target is not None else None
         if repo is None or repo in seen:
             return Project(_path_identity(target or Path(url)), _why(hops))
         here, base = repo, repo.parent
