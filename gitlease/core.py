@@ -27,6 +27,7 @@ from .claim import (
     Claim,
     is_expired,
     judge,
+    on_this_clock,
 )
 from .clock import Now, format_duration, rfc3339
 from .errors import (
@@ -97,7 +98,7 @@ def renew_claims(
                         f"claim {claim_ref.claim_id} on {claim.resource} was released",
                         claim=claim.to_dict(),
                     )
-                if is_expired(record, now):
+                if not on_this_clock(record, now) or is_expired(record, now):
                     raise LostError(
                         f"{claim.describe()}: an expired claim is never renewed. Stop mutating, "
                         "preserve progress, re-acquire",
@@ -161,7 +162,7 @@ def release_claims(
                 if record.state == RELEASED:
                     done.append(claim)
                     continue
-                if is_expired(record, now):
+                if not on_this_clock(record, now) or is_expired(record, now):
                     raise LostError(
                         f"{claim.describe()}: released nothing. Your last writes may have come "
                         "after your ownership ended",
@@ -238,7 +239,7 @@ def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms
             f"claim {claim_ref.claim_id} on {claim.resource} was released",
             claim=claim.to_dict(),
         )
-    if record.boot_id != now.boot:  # a claim counts only on its holder's own clock
+    if not on_this_clock(record, now):  # a claim counts only on its holder's own clock
         raise LostError(
             f"claim {claim_ref.claim_id} on {claim.resource} was written on another host "
             "or before this host last booted: it is not held here. Stop mutating, "

@@ -46,6 +46,7 @@ from ._gitread import (
     parse_reflog,
     stderr_text,
 )
+from .bootclock.foreign import stamp_foreign
 from .errors import (
     AmbiguousError,
     CompareAndSwapFailed,
@@ -139,7 +140,11 @@ class Store:
             raise StoreError(f"cannot run git: {exc}") from None
 
     def read(self, ref: str) -> Snapshot:
-        """The current value of one ref (pygit2 if the repository is open, else one git call)."""
+        """The current value of one ref (pygit2 if the repository is open, else one git call),
+        stamped with its first sighting if it was written on a foreign boot clock."""
+        return stamp_foreign(self.git_dir, [self._read_one(ref)])[0]
+
+    def _read_one(self, ref: str) -> Snapshot:
         if self._repo is not None:
             return self._read_pygit2(ref)
         found = self._cat_file(ref)
@@ -198,7 +203,7 @@ class Store:
             else:
                 data, problem = blobs.get(oids[ref], (None, f"object {oids[ref]} is missing"))
                 out.append(Snapshot(ref, oids[ref], data, problem))
-        return out
+        return stamp_foreign(self.git_dir, out)
 
     def _cat_objects(self, oids: list[str]) -> dict[str, tuple[bytes | None, str | None]]:
         """Each object's blob bytes, or why there are none, from one ``cat-file --batch``."""
@@ -231,7 +236,7 @@ class Store:
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every ref under ``prefix`` with its blob, in one pass over the refs."""
-        return self._for_each_ref(prefix)
+        return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size)%0a%(raw)"
