@@ -138,6 +138,16 @@ def on_this_clock(record: Record, now: Now) -> bool:
     return _translated(record, now) is not None
 
 
+def holder_remaining_ms(record: Record, now: Now) -> int | None:
+    """For the holder of ``record`` (its receipt is here): the time its claim has left on
+    this clock, or None when it was written on another boot clock (then it is not held
+    here). The wall clock plays no part: a holder never waits on a sighting."""
+    translated = on_this_clock_ms(
+        record.boot_id, record.expires_at, record.boot_expires_ms, now, check_start=False
+    )
+    return None if translated is None else translated - now.boot_ms
+
+
 def _translated(record: Record, now: Now) -> int | None:
     return on_this_clock_ms(record.boot_id, record.expires_at, record.boot_expires_ms, now)
 

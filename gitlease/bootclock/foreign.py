@@ -53,16 +53,23 @@ def clock_offset_ms(boot: str) -> int | None:
     return int(match[1]) if match else None
 
 
-def on_this_clock_ms(boot: str, expires_at: str, boot_expires_ms: int, now: Now) -> int | None:
+def on_this_clock_ms(
+    boot: str, expires_at: str, boot_expires_ms: int, now: Now, *, check_start: bool = True
+) -> int | None:
     """The record's boot expiry on this process's boot clock, or None when its clock is not
-    this one translated (another boot, an unreadable qualifier, a boot clock that started
-    more than :data:`START_TOLERANCE_MS` away in wall time)."""
+    this one translated (another boot, an unreadable qualifier, or, with ``check_start``, a
+    boot clock that started more than :data:`START_TOLERANCE_MS` away in wall time).
+
+    A holder judging its own claim passes ``check_start=False``: its receipt says the claim
+    was written here, and a wall clock stepped by days must not cost it the claim."""
     if kernel_boot(boot) != kernel_boot(now.boot):
         return None
     theirs, ours = clock_offset_ms(boot), clock_offset_ms(now.boot)
     if theirs is None or ours is None:
         return None
     translated = boot_expires_ms - theirs + ours
+    if not check_start:
+        return translated
     try:
         start = parse_rfc3339(expires_at) - translated
     except ValueError:
