@@ -54,6 +54,7 @@ from .errors import (
     StoreError,
 )
 from .refname import PREFIX
+from .sharing import perms
 
 if TYPE_CHECKING:
     from .location import Location
@@ -88,6 +89,7 @@ class Store:
         self.location = location
         self.git_dir = location.git_dir
         self._repo: Any = None
+        perms.register(self.git_dir)  # core.sharedRepository: several users write it
 
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
@@ -367,7 +369,8 @@ class Store:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob; its object id."""
         try:
-            return str(self.repo.create_blob(data))
+            with perms.shared_umask(self.git_dir):
+                return str(self.repo.create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
@@ -396,7 +399,7 @@ class Store:
             self._unlocked_read_then_write(ordered)
             return new_oids
         try:
-            with repo.transaction() as tx:
+            with perms.shared_umask(self.git_dir), repo.transaction() as tx:
                 for (ref, _, _), _ in ordered:
                     self._lock_ref(tx, ref)
                 for (ref, expected, _), _ in ordered:
@@ -445,8 +448,10 @@ class Store:
             return
         self._ensure_gc_config()
         try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.touch()
+            with perms.shared_umask(self.git_dir):
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.touch()
+            perms.widen_parents(log)
         except OSError as exc:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
@@ -463,11 +468,12 @@ class Store:
         while True:
             try:
                 config = self.repo.config
-                if _LOG_KEY not in config:
-                    config[_LOG_KEY] = "true"
-                for key in _GC_KEYS:
-                    if key not in config:
-                        config[key] = "never"
+                with perms.shared_umask(self.git_dir):
+                    if _LOG_KEY not in config:
+                        config[_LOG_KEY] = "true"
+                    for key in _GC_KEYS:
+                        if key not in config:
+                            config[key] = "never"
                 return
             except Exception:
                 if time.monotonic() >= deadline:
@@ -606,7 +612,7 @@ class Store:
         import pygit2
 
         try:
-            with self.repo.transaction() as tx:
+            with perms.shared_umask(self.git_dir), self.repo.transaction() as tx:
                 self._lock_ref(tx, ref)
                 current = self._read_pygit2(ref)
                 if current.oid != expected_oid:
