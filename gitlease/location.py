@@ -124,7 +124,10 @@ def _init_bare(path: Path, project: str | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = git_env()  # run from a git hook, git init would follow the hook's GIT_DIR
         made = subprocess.run(
-            ["git", "init", "--bare", "--quiet", str(tmp)], capture_output=True, env=env
+            # sha1 whatever GIT_DEFAULT_HASH says: libgit2 (every write) reads no sha256
+            ["git", "init", "--bare", "--quiet", "--object-format=sha1", str(tmp)],
+            capture_output=True,
+            env=env,
         )
         if made.returncode == 0 and project is not None:
             made = subprocess.run(
