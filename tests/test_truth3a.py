@@ -545,3 +545,33 @@ def test_a_forged_keepalive_entry_never_makes_release_signal_another_process(rep
     finally:
         victim.kill()
         victim.wait()
+
+
+# --------------------------------------------------------------- 34.6: a URL's port
+
+
+def test_two_servers_on_one_host_by_port_are_two_projects(tmp_path: Path) -> None:
+    """``http://10.211.0.1:5000/claims`` and ``:6000/claims`` are two repositories on two
+    servers: two projects, two stores; the scheme's default port is no port at all."""
+    from gitlease.projects import normalize_url
+
+    assert normalize_url("http://10.211.0.1:5000/claims") != normalize_url(
+        "http://10.211.0.1:6000/claims"
+    )
+    assert normalize_url("ssh://git@github.com:22/acme/shop") == normalize_url(
+        "git@github.com:acme/shop"
+    ) == normalize_url("https://github.com/Acme/Shop.git") == normalize_url(
+        "https://github.com:443/acme/shop"
+    )  # fmt: skip
+    assert normalize_url("http://h:80/x") == normalize_url("http://h/x")
+    assert normalize_url("git://h:9418/x") == normalize_url("git://h/x")
+    clones = []
+    for port in (5000, 6000):
+        c = make_repo(tmp_path / f"c{port}")
+        git("remote", "add", "origin", f"http://10.211.0.1:{port}/claims", cwd=c)
+        clones.append(c)
+    wheres = [run_cli("where", "--json", cwd=c).json for c in clones]
+    assert wheres[0]["store"] != wheres[1]["store"], wheres
+    assert wheres[0]["project"] == "10.211.0.1:5000/claims"
+    assert run_cli("acquire", "p/1", "--ttl", "1m", cwd=clones[0]).code == 0
+    assert run_cli("acquire", "p/1", "--ttl", "1m", cwd=clones[1]).code == 0
