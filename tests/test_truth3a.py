@@ -575,3 +575,31 @@ def test_two_servers_on_one_host_by_port_are_two_projects(tmp_path: Path) -> Non
     assert wheres[0]["project"] == "10.211.0.1:5000/claims"
     assert run_cli("acquire", "p/1", "--ttl", "1m", cwd=clones[0]).code == 0
     assert run_cli("acquire", "p/1", "--ttl", "1m", cwd=clones[1]).code == 0
+
+
+# --------------------------------------------------------------- 21. open_store(project path)
+
+
+def test_open_store_refuses_a_project_path_given_as_the_store(repo: Path, tmp_path: Path) -> None:
+    """``gitlease.open_store(path)`` with a working repository's path used that repository
+    as the store, splitting from the CLI's shared store (a double grant). It is USAGE now,
+    naming the fix; ``cwd=path``, the shared store itself, and ``gitlease.store .`` work."""
+    import gitlease
+    from gitlease.errors import UsageError
+
+    took = run_cli("acquire", "s/1", "--ttl", "5m", "--json", cwd=repo)
+    assert took.code == 0, took
+    for given in (repo, str(repo), repo / ".git"):
+        with pytest.raises(UsageError) as refused:
+            gitlease.open_store(given)
+        assert "cwd=" in str(refused.value) and "working repository" in str(refused.value)
+        assert refused.value.exit_code == 2
+    via_cli = run_cli("--store", str(repo), "acquire", "s/1", "--json", cwd=tmp_path)
+    assert via_cli.code == 2, via_cli
+    store = gitlease.open_store(cwd=repo)
+    assert gitlease.show(store, "s/1").record.claim_id == took.json["claim_id"]
+    shared = gitlease.open_store(store.location.git_dir)
+    assert gitlease.show(shared, "s/1").record.claim_id == took.json["claim_id"]
+    own = make_repo(tmp_path / "own")
+    git("config", "gitlease.store", ".", cwd=own)
+    assert gitlease.open_store(own).location.git_dir == (own / ".git").resolve()
