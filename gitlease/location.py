@@ -182,6 +182,18 @@ def open_store(
     return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)
 
 
+def recorded_coordinator(location: Location) -> dict[str, str | None] | None:
+    """The coordinator a project's shared store records (remote, by, at), or None."""
+    if location.project is None:
+        return None
+    found = coordinator.recorded(location.git_dir)
+    if found is None:
+        return None
+    from .remote import redact
+
+    return {**found, "remote": redact(found["remote"] or "")}
+
+
 def _refuse_a_project_as_its_own_store(given: Path, location: Location) -> None:
     """USAGE when ``given`` is a working repository (one with a worktree) whose commands use
     another store: its project's shared store, or the one its configuration names. gitlease
@@ -230,6 +242,7 @@ def where(store: str | os.PathLike[str] | None = None, remote: str | None = None
         "remote": redact(found.named) if found else None,
         "remote_url": redact(found.remote) if found else None,
         "remote_reason": f"chosen by {found.reason}" if found else None,
+        "remote_recorded": recorded_coordinator(location),
         "inspect": f"git --git-dir={shlex.quote(path)} for-each-ref "
         "--format='%(refname) %(raw)' refs/worklease/",
     }

@@ -603,3 +603,44 @@ def test_open_store_refuses_a_project_path_given_as_the_store(repo: Path, tmp_pa
     own = make_repo(tmp_path / "own")
     git("config", "gitlease.store", ".", cwd=own)
     assert gitlease.open_store(own).location.git_dir == (own / ".git").resolve()
+
+
+# --------------------------------------------------------------- 10. who chooses the coordinator
+
+
+def test_one_clones_config_never_pins_the_coordinator_of_every_clone(
+    seed: Path, tmp_path: Path
+) -> None:
+    """A copy with the same origin and ``gitlease.remote=<elsewhere>`` ran ``list`` once, and
+    every other clone then pushed its claims there. Now that copy is refused (7) until the
+    coordinator is recorded deliberately (``gitlease remote set``); ``where`` and ``remote
+    show`` then say who recorded it and when, and every clone uses it."""
+    shop = _bare(seed, tmp_path / "shop.git")
+    a, b = _clone(str(shop), tmp_path / "a"), _clone(str(shop), tmp_path / "b")
+    rogue = _clone(str(shop), tmp_path / "rogue")
+    elsewhere = tmp_path / "elsewhere.git"
+    git("init", "-q", "--bare", str(elsewhere), cwd=tmp_path)
+    git("remote", "add", "elsewhere", str(elsewhere), cwd=rogue)
+    git("config", "gitlease.remote", "elsewhere", cwd=rogue)
+    listed = run_cli("list", "--json", cwd=rogue)
+    assert listed.code == 7 and "gitlease remote set" in listed.json["error"]["message"], listed
+    assert run_cli("where", "--json", cwd=a).json["remote"] is None
+    assert run_cli("acquire", "g/1", "--ttl", "1m", cwd=a).code == 0
+    assert git("--git-dir", str(elsewhere), "for-each-ref", cwd=tmp_path).stdout == ""
+    shown = run_cli("remote", "show", "--json", cwd=b)
+    assert shown.code == 0 and shown.json["recorded"] is None, shown
+    assert run_cli("release", "g/1", cwd=a).code == 0
+
+    made = run_cli("remote", "set", "elsewhere", "--json", cwd=rogue)
+    assert made.code == 0, made
+    doc = run_cli("where", "--json", cwd=b).json
+    assert doc["remote_url"] == str(elsewhere), doc
+    rec = doc["remote_recorded"]
+    assert "gitlease remote set" in rec["by"] and str(rogue) in rec["by"] and rec["at"], rec
+    assert rec["by"] in doc["remote_reason"] and rec["at"] in doc["remote_reason"]
+    text = run_cli("remote", "show", cwd=b)
+    assert rec["by"] in text.out and rec["at"] in text.out, text
+    assert run_cli("acquire", "g/2", "--ttl", "1m", cwd=b).code == 0
+    assert "g/2" in git("--git-dir", str(elsewhere), "for-each-ref", cwd=tmp_path).stdout
+    again = run_cli("remote", "set", str(shop), "--json", cwd=a)
+    assert again.code == 7 and "--replace" in again.json["error"]["message"], again

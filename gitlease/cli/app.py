@@ -103,7 +103,7 @@ class LazyGroup(click.Group):
         "free": "claims", "log": "claims", "bundle": "bundles", "exec": "guarded",
         "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
         "unbind": "admin", "hooks": "hooks", "skill": "skill", "fence-check": "fence",
-        "keepalive": "keepalive",
+        "keepalive": "keepalive", "remote": "coordination",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
