@@ -511,7 +511,7 @@ def test_hooks_installed_by_0_2_0_keep_working(repo: Path) -> None:
     assert all(" -E -P -m gitlease." in h.read_text() for h in hooks)
 
 
-# --------------------------------------------------------------- 9. keepers.stop signals only keepalives
+# ------------------------------------------------- 9. keepers.stop signals only keepalives
 
 
 def _stat_start(pid: int) -> int:
