@@ -644,3 +644,25 @@ def test_one_clones_config_never_pins_the_coordinator_of_every_clone(
     assert "g/2" in git("--git-dir", str(elsewhere), "for-each-ref", cwd=tmp_path).stdout
     again = run_cli("remote", "set", str(shop), "--json", cwd=a)
     assert again.code == 7 and "--replace" in again.json["error"]["message"], again
+
+
+def test_hosts_sharing_a_boot_id_through_a_remote_judge_each_other_by_sightings(
+    tmp_path: Path,
+) -> None:
+    """Issue 34.1 across hosts: two hosts coordinating through one remote share a boot id
+    (VM clones), host B's boot clock 7 days ahead. B must not be granted A's live claim, and
+    A takes over B's abandoned 1 s claim within seconds, not 7 days."""
+    from hosts import make_host, make_server
+
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    b_env = {**VM_CLONE, "XDG_STATE_HOME": str(tmp_path / "host-b-state")}
+    live = run_cli("acquire", "r/live", "--ttl", "10m", "--json", cwd=a)
+    assert live.code == 0, live
+    on_b = run_cli("acquire", "r/live", "--json", cwd=b, env=b_env)
+    assert on_b.code == 3, on_b
+    dead = run_cli("acquire", "r/dead", "--ttl", "1s", "--json", cwd=b, env=b_env)
+    assert dead.code == 0, dead
+    taken, _ = _until_granted("r/dead", a, limit_s=120)
+    assert taken.code == 0, taken
