@@ -21,6 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .errors import GitleaseError, StoreError
+from .sharing import perms
 
 #: A git ``<ref>.lock`` older than this, found by a caller that holds the resource's guard,
 #: was left by a process that is gone (git holds a ref lock for milliseconds).
@@ -50,6 +51,7 @@ def atomic_write(
     try:
         try:
             os.fchmod(fd, mode)  # the umask may have taken bits away
+            perms.widen_fd(fd, path, mode)  # a store several users write (sharing/perms.py)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -66,6 +68,7 @@ def atomic_write(
         with suppress(OSError):
             os.unlink(tmp)
         raise
+    perms.widen_parents(path)
     if durable:
         fsync_dir(path.parent)
 
@@ -105,12 +108,18 @@ def open_lock_file(path: Path) -> int:
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         try:
-            return os.open(path, flags, 0o600)
+            fd = os.open(path, flags, 0o600)
         except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(path, flags, 0o600)
+            fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise StoreError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if perms.is_shared(path):  # a store several users write: made with git's shared mode
+        with suppress(OSError):
+            if os.fstat(fd).st_uid == os.geteuid():
+                perms.widen_fd(fd, path, 0o600)
+        perms.widen_parents(path)
+    return fd
 
 
 def flock_polling(fd: int, deadline: float) -> bool:

@@ -17,6 +17,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from . import _testing, guards
+from ._files import atomic_write
 from ._gitread import git_env
 
 #: How often writes start the retention pass in the background (``gitlease.autoPrune``).
@@ -47,7 +48,9 @@ def _touch(path: Path, when: float) -> bool:
     """Set the stamp's time (creating it): False if it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch()
+        # (replaced, not touched: the new file is this user's, so its time can be set even
+        # where another user of a shared store made the last one)
+        atomic_write(path, b"", durable=False, mode=0o644)
         os.utime(path, (when, when))
         return True
     except OSError:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._gitread import Snapshot
 from ._text import printable
+from .bootclock.foreign import kernel_boot, on_this_clock_ms
 from .clock import Now, format_duration, parse_rfc3339
 from .errors import CorruptRecordError, HeldError, UsageError
 from .receipts import ClaimRef
@@ -127,17 +128,48 @@ def is_expired(record: Record, now: Now, first_seen_ms: int | None = None) -> bo
     has seen it unchanged for a whole TTL (:func:`observed_lifetime_ms`).
     Holders pass no sighting: their own claim counts only on their own clock.
     """
-    if record.boot_id != now.boot and first_seen_ms is None:
+    if first_seen_ms is None and not on_this_clock(record, now) and not _this_boot(record, now):
         return True
     return remaining_ms(record, now, first_seen_ms) <= 0
 
 
+def on_this_clock(record: Record, now: Now) -> bool:
+    """Whether ``record`` was written on this process's boot clock: this boot id and no
+    boot clock moved beyond translation (:mod:`gitlease.bootclock.foreign`)."""
+    return _translated(record, now) is not None
+
+
+def holder_remaining_ms(record: Record, now: Now) -> int | None:
+    """For the holder of ``record`` (its receipt is here): the time its claim has left on
+    this clock, or None when it was written on another boot clock (then it is not held
+    here). The wall clock plays no part: a holder never waits on a sighting."""
+    translated = on_this_clock_ms(
+        record.boot_id, record.expires_at, record.boot_expires_ms, now, check_start=False
+    )
+    return None if translated is None else translated - now.boot_ms
+
+
+def _translated(record: Record, now: Now) -> int | None:
+    return on_this_clock_ms(record.boot_id, record.expires_at, record.boot_expires_ms, now)
+
+
+def _this_boot(record: Record, now: Now) -> bool:
+    return kernel_boot(record.boot_id) == kernel_boot(now.boot)
+
+
 def remaining_ms(record: Record, now: Now, first_seen_ms: int | None = None) -> int:
-    """Milliseconds the claim has left on this host's clock (negative: expired that long ago)."""
-    if record.boot_id == now.boot:
-        return record.boot_expires_ms - now.boot_ms
+    """Milliseconds the claim has left on this host's clock (negative: expired that long ago).
+
+    A record of this kernel boot on a foreign boot clock (a time namespace, a VM clone)
+    cannot date from before a reboot: it is timed from its first sighting, and seen
+    without one (a read that stamped none) it counts as first seen now, never expired."""
+    translated = _translated(record, now)
+    if translated is not None:
+        return translated - now.boot_ms
     if first_seen_ms is not None:
         return first_seen_ms + observed_lifetime_ms(record.ttl_ms) - now.boot_ms
+    if _this_boot(record, now):
+        return observed_lifetime_ms(record.ttl_ms)
     return min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
 
 

@@ -36,14 +36,37 @@ def load_test_switches() -> None:
 
 @cache
 def boot_id() -> str:
-    """The kernel's id for this boot; a record from another boot is expired."""
+    """The kernel's id for this boot, qualified by the boot clock's offset in a time
+    namespace that moves it (``<boot id>~boottime+3600000ms``): such a namespace runs
+    ``CLOCK_BOOTTIME`` at that offset under the same boot id, so its records must not be
+    read on this clock as they stand (:mod:`gitlease.bootclock`). Outside one (or with a
+    zero offset) it is the kernel's boot id, byte for byte as every earlier version wrote."""
     if _TEST_BOOT_ID:
         return _TEST_BOOT_ID
     try:
         with open(_BOOT_ID_PATH, encoding="ascii") as f:
-            return f.read().strip()
+            kernel = f.read().strip()
     except OSError:  # not Linux: fall back to the boot time as seen now (to the second)
         return "boot-" + str(int(time.time() - _boot_seconds()))
+    offset = boot_clock_offset_ms()
+    return kernel if not offset else f"{kernel}~boottime{offset:+d}ms"
+
+
+_OFFSET_LINE = re.compile(r"boottime\s+(-?[0-9]{1,19})\s+([0-9]{1,9})", re.ASCII)
+
+
+def boot_clock_offset_ms() -> int:
+    """How far this process's time namespace moves ``CLOCK_BOOTTIME`` (milliseconds; 0 in
+    the initial namespace, or where the kernel has no time namespaces)."""
+    try:
+        with open("/proc/self/timens_offsets", encoding="ascii") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    match = _OFFSET_LINE.search(text)
+    if match is None:
+        return 0
+    return int(match[1]) * 1000 + int(match[2]) // 1_000_000
 
 
 load_test_switches()

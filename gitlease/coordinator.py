@@ -4,10 +4,17 @@ A store can name a git remote that decides ownership across hosts
 (docs/remote.md): ``--remote``, ``GITLEASE_REMOTE``, or ``git config
 gitlease.remote``. A project's shared store is used by several clones, and a
 clone that coordinated through the remote while another decided alone would
-make two holders. So the first caller that names a remote records its URL in
-the store's own configuration, and from then on every caller of that store
-uses it (a clone that names none included) or is refused, STORE, when it names
-another.
+make two holders. So the store records one coordinator in its own
+configuration, and from then on every caller of that store uses it (a clone that
+names none included) or is refused, STORE, when it names another.
+
+The record comes from a deliberate act, never from one clone's configuration
+alone (a copied clone's ``gitlease.remote`` once pinned the coordinator for every
+clone): ``gitlease remote set``, a ``--remote`` or ``GITLEASE_REMOTE`` given to a
+command, or a ``gitlease.remote`` that names the project's own repository (the one
+every clone's origin leads to, which names the store). A configuration naming any
+other remote is refused until the coordinator is recorded. The record says who
+made it and when (``gitlease where``, ``gitlease remote show``).
 """
 
 from __future__ import annotations
@@ -16,12 +23,12 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._gitread import git_env
 from .errors import StoreError, UsageError
-from .gitdirs import common_dir, repository_at
-from .projects import normalize_url
+from .gitdirs import common_dir, repository_for
+from .projects import identify, normalize_url, read_config
 from .value import Value
 
 if TYPE_CHECKING:
@@ -33,6 +40,9 @@ CONFIG_KEY = "gitlease.remote"
 #: so that a store that is also somebody's repository keeps that setting as its user wrote it).
 RECORD_KEY = "gitlease.coordinator"
 RECORDED = "recorded in the shared store: every clone of the project uses it"
+#: Who recorded the coordinator (user@host, where, how) and when (RFC 3339 UTC).
+RECORD_BY_KEY = "gitlease.coordinatorBy"
+RECORD_AT_KEY = "gitlease.coordinatorAt"
 
 
 class Coordinator(Value):
@@ -66,7 +76,11 @@ def choose(location: Location, explicit: str | None, *, record: bool = True) -> 
         named = config.remote if config is not None else _configured(location.git_dir)
         if named is None and shared:
             recorded = _recorded(location.git_dir)
-            return Coordinator(recorded, recorded, RECORDED) if recorded else None
+            return (
+                Coordinator(recorded, recorded, recorded_reason(location.git_dir))
+                if recorded
+                else None
+            )
     if not named:
         return None
     if named.startswith("-"):  # it is passed to git fetch and git push as an argument
@@ -76,8 +90,44 @@ def choose(location: Location, explicit: str | None, *, record: bool = True) -> 
     if config is not None and not _is_own_repository(location):
         remote = _absolute_if_path(config.url_of(named) or named)
     if shared and record:
-        _pin(location.git_dir, remote)
+        _pin(location, remote, named, why)
     return Coordinator(remote, named, why)
+
+
+def recorded_reason(store: Path) -> str:
+    """Why a clone that names no remote uses the recorded one: who recorded it, and when."""
+    by = _git_config(store, "--get", RECORD_BY_KEY).stdout.strip()
+    at = _git_config(store, "--get", RECORD_AT_KEY).stdout.strip()
+    if not by and not at:
+        return RECORDED + " (recorded by gitlease 0.2.0 or earlier: who and when unknown)"
+    return f"{RECORDED}; recorded by {by or 'unknown'} at {at or 'an unknown time'}"
+
+
+def recorded(store: Path) -> dict[str, str | None] | None:
+    """The recorded coordinator of a shared store, with who recorded it and when, or None."""
+    url = _recorded(store)
+    if not url:
+        return None
+    by = _git_config(store, "--get", RECORD_BY_KEY).stdout.strip()
+    at = _git_config(store, "--get", RECORD_AT_KEY).stdout.strip()
+    return {"remote": url, "by": by or None, "at": at or None}
+
+
+def project_repository(location: Location, remote: str) -> bool:
+    """Whether ``remote`` is the project's own repository: the one whose identity names
+    the shared store (every clone's origin leads there)."""
+    if location.project is None:
+        return False
+    network = normalize_url(remote)
+    if network is not None:
+        return network == location.project
+    repo = repository_for(Path(remote))
+    if repo is None:
+        return False
+    try:
+        return identify(repo, read_config(repo), repo.parent).identity == location.project
+    except StoreError:
+        return False
 
 
 def _is_own_repository(location: Location) -> bool:
@@ -94,28 +144,62 @@ def same_remote(a: str, b: str) -> bool:
     net_a, net_b = normalize_url(a), normalize_url(b)
     if net_a is not None or net_b is not None:
         return net_a == net_b
-    repo_a, repo_b = repository_at(Path(a)), repository_at(Path(b))
+    repo_a, repo_b = repository_for(Path(a)), repository_for(Path(b))
     return repo_a is not None and repo_a == repo_b
 
 
-def _pin(store: Path, remote: str) -> None:
-    """Record ``remote`` in the shared store, or refuse one that differs from the recorded."""
-    for attempt in range(20):
-        recorded = _recorded(store)
-        if recorded:
-            if same_remote(recorded, remote):
-                return
-            raise StoreError(
-                f"the shared store {store} is coordinated through the remote {recorded}, and "
-                f"this clone names {remote}: every clone of one project must use one "
-                "coordinator. Fix gitlease.remote here, or give this clone a store of its own "
-                "(git config gitlease.store PATH)"
-            )
-        written = _git_config(store, RECORD_KEY, remote)
-        if written.returncode == 0:
+def _pin(location: Location, remote: str, named: str, why: str) -> None:
+    """Use ``remote`` with the shared store: it must be the recorded coordinator; with none
+    recorded, record it when naming it was deliberate (:func:`choose`'s rule), else refuse."""
+    store = location.git_dir
+    current = _recorded(store)
+    if current:
+        if same_remote(current, remote):
             return
-        time.sleep(0.01 * (attempt + 1))  # a racing first caller holds config.lock
-    raise StoreError(f"cannot record the remote in {store}/config: {written.stderr.strip()}")
+        raise StoreError(
+            f"the shared store {store} is coordinated through the remote {current}, and "
+            f"this clone names {remote}: every clone of one project must use one "
+            "coordinator. Fix gitlease.remote here, or give this clone a store of its own "
+            "(git config gitlease.store PATH)"
+        )
+    if why == f"git config {CONFIG_KEY}" and not project_repository(location, remote):
+        raise StoreError(
+            f"this clone's git config {CONFIG_KEY} names {remote}, which is not the "
+            f"project's own repository ({location.project}), and the shared store {store} "
+            "records no coordinator: one clone's configuration never chooses the coordinator "
+            f"of every clone. Record it deliberately with `gitlease remote set {named}` (every "
+            "clone then uses it), or give this clone a store of its own (git config "
+            "gitlease.store PATH)"
+        )
+    how = {REMOTE_ENV: "GITLEASE_REMOTE", "--remote": "--remote"}.get(why, "gitlease.remote")
+    record(location, remote, how=f"named by {how}")
+
+
+def record(location: Location, remote: str, *, how: str) -> None:
+    """Write ``remote`` as the shared store's coordinator, with who, where, how and when."""
+    import getpass
+    import socket
+
+    from .clock import Now, rfc3339
+
+    store = location.git_dir
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    where = location.worktree or location.worktree_git_dir or Path.cwd()
+    by = f"{user}@{socket.gethostname()} in {where} ({how})"
+    when = rfc3339(Now.read().wall_ms)
+    for key, value in ((RECORD_KEY, remote), (RECORD_BY_KEY, by), (RECORD_AT_KEY, when)):
+        for attempt in range(20):
+            written = _git_config(store, key, value)
+            if written.returncode == 0:
+                break
+            time.sleep(0.01 * (attempt + 1))  # a racing caller holds config.lock
+        else:
+            raise StoreError(
+                f"cannot record the remote in {store}/config: {written.stderr.strip()}"
+            )
 
 
 def _recorded(store: Path) -> str:
@@ -162,3 +246,29 @@ def _absolute_if_path(remote: str) -> str:
     if "://" in remote or os.path.isabs(remote) or not os.path.exists(remote):
         return remote
     return os.path.abspath(remote)
+
+
+def set_recorded(location: Location, named: str, *, replace: bool = False) -> dict[str, Any]:
+    """``gitlease remote set``: record ``named`` (a remote of the repository here, or a URL)
+    as the coordinator of the project's shared store, deliberately; the record. Replacing a
+    different recorded coordinator takes ``replace`` (claims held through the old one are
+    then invisible to the new one: release them first)."""
+    if location.project is None:
+        raise UsageError(
+            "only a project's shared store records a coordinator, and this store is named "
+            "outright: name its remote with `git config gitlease.remote NAME` instead"
+        )
+    if not named or named.startswith("-"):
+        raise UsageError(f"bad remote {named!r}: name a remote of this repository, or a URL")
+    remote = _absolute_if_path(named)
+    if location.config is not None and not _is_own_repository(location):
+        remote = _absolute_if_path(location.config.url_of(remote) or remote)
+    current = _recorded(location.git_dir)
+    if current and not same_remote(current, remote) and not replace:
+        raise StoreError(
+            f"the shared store {location.git_dir} already records the coordinator {current}: "
+            "every clone uses it. To move every clone to another one, release the claims "
+            f"held through it, then run `gitlease remote set --replace {named}`"
+        )
+    record(location, remote, how="gitlease remote set")
+    return recorded(location.git_dir) or {}

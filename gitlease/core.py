@@ -25,7 +25,7 @@ from . import keepers, ownership
 from ._gitread import Snapshot
 from .claim import (
     Claim,
-    is_expired,
+    holder_remaining_ms,
     judge,
 )
 from .clock import Now, format_duration, rfc3339
@@ -97,7 +97,7 @@ def renew_claims(
                         f"claim {claim_ref.claim_id} on {claim.resource} was released",
                         claim=claim.to_dict(),
                     )
-                if is_expired(record, now):
+                if (holder_remaining_ms(record, now) or 0) <= 0:
                     raise LostError(
                         f"{claim.describe()}: an expired claim is never renewed. Stop mutating, "
                         "preserve progress, re-acquire",
@@ -161,7 +161,7 @@ def release_claims(
                 if record.state == RELEASED:
                     done.append(claim)
                     continue
-                if is_expired(record, now):
+                if (holder_remaining_ms(record, now) or 0) <= 0:
                     raise LostError(
                         f"{claim.describe()}: released nothing. Your last writes may have come "
                         "after your ownership ended",
@@ -238,19 +238,19 @@ def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms
             f"claim {claim_ref.claim_id} on {claim.resource} was released",
             claim=claim.to_dict(),
         )
-    if record.boot_id != now.boot:  # a claim counts only on its holder's own clock
+    left = holder_remaining_ms(record, now)
+    if left is None:  # a claim counts only on its holder's own clock
         raise LostError(
             f"claim {claim_ref.claim_id} on {claim.resource} was written on another host "
             "or before this host last booted: it is not held here. Stop mutating, "
             "preserve progress, re-acquire",
             claim=claim.to_dict(),
         )
-    if claim.state != "active":
+    if claim.state != "active" or left <= 0:
         raise LostError(
             f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
             claim=claim.to_dict(),
         )
-    left = claim.expires_in_ms or 0
     if left < need_ms:
         raise LostError(
             f"{claim.describe()}: only {format_duration(left)} left, "

@@ -92,6 +92,34 @@ def repository_at(path: Path) -> Path | None:
         return None
 
 
+#: The spellings git tries for a local repository path, in git's order (``get_repo_path`` in
+#: builtin/clone.c and ``enter_repo`` in path.c, which ``git clone``, ``fetch`` and
+#: ``push`` go through): ``shop`` finds ``shop/.git``, ``shop``, ``shop.git/.git``,
+#: ``shop.git``, each a git directory or a ``.git`` file naming one.
+_GIT_SUFFIXES = ("/.git", "", ".git/.git", ".git")
+
+
+def repository_for(path: Path) -> Path | None:
+    """The common git dir that git itself reaches for the local repository path ``path``
+    (as a clone's ``remote.origin.url`` names it), or None: the first of git's spellings
+    that is a git directory, or a ``.git`` file naming one. So ``git clone /srv/shop`` and
+    ``git clone /srv/shop.git`` are one repository when git finds one for both."""
+    text = str(path).rstrip("/") or "/"
+    for suffix in _GIT_SUFFIXES:
+        candidate = Path(text + suffix)
+        try:
+            if candidate.is_dir():
+                if looks_like_git_dir(candidate):
+                    return common_dir(candidate).resolve()
+            elif candidate.is_file():
+                target = read_gitfile(candidate)
+                if target is not None and looks_like_git_dir(target):
+                    return common_dir(target).resolve()
+        except OSError:
+            continue
+    return None
+
+
 def require_utf8(path: Path | None) -> None:
     """USAGE for a repository whose path is not UTF-8: git prints paths as bytes, and the
     store, receipts and hooks name them in UTF-8 text (refused cleanly, rather than failing

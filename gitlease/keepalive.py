@@ -208,7 +208,7 @@ def _spawn(spec: dict[str, Any]) -> Keeper:
         "-P",
         "-c",
         _BOOT,
-        "gitlease-keepalive",
+        keepers.KEEPALIVE_ARGV0,  # (how keepers.stop knows it for a keepalive)
         *spec["resources"],
     ]
     try:

@@ -29,9 +29,13 @@ from typing import Any
 from . import _procs
 from ._files import atomic_write, flocked
 from ._text import masked
-from .errors import HeldError, StoreError
+from .errors import HeldError, StoreError, UsageError
+from .refname import decode
 from .value import Value
 
+#: How a keepalive process's command line names it (gitlease/keepalive.py starts it so).
+KEEPALIVE_ARGV0 = "gitlease-keepalive"
+KEEPALIVE_BOOT_PREFIX = "from gitlease.keeping import serve"
 #: How long ``release`` waits for the keepalive processes it stopped to end.
 STOP_WAIT_SECONDS = 2.0
 _LOCK_WAIT_SECONDS = 5.0
@@ -208,14 +212,49 @@ def forget_dead(git_dir: Path) -> int:
         return len(entries) - len(alive)
 
 
+def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:
+    """Whether ``keeper``'s process is provably a gitlease keepalive of this user that
+    renews the claims at ``refs``: its start time is the one recorded (so the pid was not
+    handed on), it runs under this user, and its command line is the keepalive's
+    (``... -c <boot> gitlease-keepalive RESOURCE...``) naming each of those resources.
+
+    The registry can be edited by anyone who can write the store: without this, an entry
+    naming another process made ``release`` SIGTERM it (any process of the releasing user).
+    """
+    if not _procs.alive(keeper.pid, keeper.start):
+        return False
+    try:
+        if os.stat(f"/proc/{keeper.pid}").st_uid != os.geteuid():
+            return False
+    except OSError:
+        return False
+    argv = _procs.cmdline(keeper.pid)
+    if KEEPALIVE_ARGV0 not in argv:
+        return False
+    at = argv.index(KEEPALIVE_ARGV0)
+    if at < 2 or argv[at - 2] != "-c" or not argv[at - 1].startswith(KEEPALIVE_BOOT_PREFIX):
+        return False
+    named = set(argv[at + 1 :])
+    try:
+        return all(decode(ref) in named for ref in refs)
+    except UsageError:
+        return False
+
+
 def stop(git_dir: Path, claims: Iterable[tuple[str, str]]) -> list[int]:
     """Stop the keepalive processes that renew any of ``claims`` (``(ref, claim id)`` pairs),
     and wait a moment for them to end; their pids. Best effort: a process that stays (it is
     stopped with SIGSTOP, say) finds the claim released at its next renewal and ends then."""
     wanted = set(claims)
-    found = [k for k in live(git_dir) if any(k.keeps(ref, cid) for ref, cid in wanted)]
+    found = [
+        k
+        for k in live(git_dir)
+        if any(k.keeps(ref, cid) for ref, cid in wanted)
+        and provably_keepalive(k, [ref for ref, cid in wanted if k.keeps(ref, cid)])
+    ]
     for keeper in found:
-        if keeper.alive:  # checked again just before: never signal a pid that moved on
+        # checked again just before: never signal a pid that moved on
+        if keeper.alive and provably_keepalive(keeper, []):
             with contextlib.suppress(OSError):
                 os.kill(keeper.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_WAIT_SECONDS

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from . import coordinator
 from ._gitread import git_env
-from .errors import StoreError
+from .errors import StoreError, UsageError
 from .gitdirs import common_dir, find_git_dir, looks_like_git_dir, require_utf8
 from .projects import RepoConfig, identify, read_config, store_name
 from .store import Store
@@ -124,7 +124,10 @@ def _init_bare(path: Path, project: str | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = git_env()  # run from a git hook, git init would follow the hook's GIT_DIR
         made = subprocess.run(
-            ["git", "init", "--bare", "--quiet", str(tmp)], capture_output=True, env=env
+            # sha1 whatever GIT_DEFAULT_HASH says: libgit2 (every write) reads no sha256
+            ["git", "init", "--bare", "--quiet", "--object-format=sha1", str(tmp)],
+            capture_output=True,
+            env=env,
         )
         if made.returncode == 0 and project is not None:
             made = subprocess.run(
@@ -166,6 +169,8 @@ def open_store(
     says so outright, and then nothing is looked up or imported).
     """
     location = locate(store, cwd)
+    if store is not None:
+        _refuse_a_project_as_its_own_store(Path(store), location)
     ensure_exists(location)
     if remote == "":
         return Store(location)
@@ -175,6 +180,47 @@ def open_store(
     from . import remote as remote_mod  # a remote store costs modules a local one never needs
 
     return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)
+
+
+def recorded_coordinator(location: Location) -> dict[str, str | None] | None:
+    """The coordinator a project's shared store records (remote, by, at), or None."""
+    if location.project is None:
+        return None
+    found = coordinator.recorded(location.git_dir)
+    if found is None:
+        return None
+    from .remote import redact
+
+    return {**found, "remote": redact(found["remote"] or "")}
+
+
+def _refuse_a_project_as_its_own_store(given: Path, location: Location) -> None:
+    """USAGE when ``given`` is a working repository (one with a worktree) whose commands use
+    another store: its project's shared store, or the one its configuration names. gitlease
+    0.1 kept claims in the repository itself, and code still passing the project's path
+    would coordinate with nobody (the CLI, the hooks and every clone use the shared store).
+    ``git config gitlease.store .`` makes the repository its own store, deliberately."""
+    found = find_git_dir(given.expanduser().resolve())
+    if found is not None and found[1] is None and found[0].name == ".git":
+        found = (found[0], found[0].parent)  # a worktree's .git named itself
+    if found is None or found[1] is None:
+        return  # a bare repository, or no repository: a store named outright
+    if common_dir(found[0]).resolve() != location.git_dir.resolve():
+        return  # a folder inside a repository, naming another store
+    saved = os.environ.pop("GITLEASE_STORE", None)
+    try:
+        natural = locate(cwd=found[1])
+    finally:
+        if saved is not None:
+            os.environ["GITLEASE_STORE"] = saved
+    if natural.git_dir.resolve() == location.git_dir.resolve():
+        return
+    raise UsageError(
+        f"{found[1]} is a working repository, not a store: its commands, its hooks and its "
+        f"clones use the store {natural.git_dir} ({natural.reason}). Pass the repository as "
+        f"cwd (gitlease.open_store(cwd={str(found[1])!r})), or that store itself; to keep "
+        "claims in the repository on purpose, set `git config gitlease.store .` there"
+    )
 
 
 def where(store: str | os.PathLike[str] | None = None, remote: str | None = None) -> dict[str, Any]:
@@ -196,6 +242,7 @@ def where(store: str | os.PathLike[str] | None = None, remote: str | None = None
         "remote": redact(found.named) if found else None,
         "remote_url": redact(found.remote) if found else None,
         "remote_reason": f"chosen by {found.reason}" if found else None,
+        "remote_recorded": recorded_coordinator(location),
         "inspect": f"git --git-dir={shlex.quote(path)} for-each-ref "
         "--format='%(refname) %(raw)' refs/worklease/",
     }

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 from ._gitread import git_env
 from .errors import StoreError
-from .gitdirs import repository_at
+from .gitdirs import repository_for
 from .value import Value
 
 #: The keys one ``git config`` call reads for locating a store, and for reaching its remote.
@@ -38,6 +38,10 @@ _ACCESS = re.compile(r"core\.sshcommand|credential\..*|http\..*|url\..*\.(push)?
 _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
 _NETWORK_SCHEMES = ("ssh", "git+ssh", "ssh+git", "git", "http", "https", "ftp", "ftps")
 _MAX_HOPS = 8
+_DEFAULT_PORTS = {
+    "ssh": 22, "git+ssh": 22, "ssh+git": 22, "git": 9418, "http": 80, "https": 443,
+    "ftp": 21, "ftps": 990,
+}  # fmt: skip
 
 
 class RepoConfig(Value):
@@ -124,16 +128,21 @@ def rewrite_url(url: str, instead_of: dict[str, str]) -> str:
 
 
 def normalize_url(url: str) -> str | None:
-    """``host/path`` of a network URL, lower-cased, without user, port and ``.git``;
-    None when ``url`` names a path on this host (or is not a URL gitlease can read)."""
+    """``host/path`` (``host:port/path`` for a port that is not the scheme's default) of a
+    network URL, lower-cased, without user and ``.git``; None when ``url`` names a path on
+    this host (or is not a URL gitlease can read). Two ports are two servers: two projects."""
     if "://" in url:
         try:
             parts = urlsplit(url)
             host = parts.hostname
+            port = parts.port
         except ValueError:
             return None
-        if parts.scheme.lower() not in _NETWORK_SCHEMES or not host:
+        scheme = parts.scheme.lower()
+        if scheme not in _NETWORK_SCHEMES or not host:
             return None
+        if port is not None and port != _DEFAULT_PORTS.get(scheme):
+            host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         path = unquote(parts.path)
     else:
         match = _SCP.match(url)
@@ -172,7 +181,7 @@ def identify(common_dir: Path, config: RepoConfig, base: Path) -> Project:
         if network is not None:
             return Project(network, _why(hops))
         target = local_path(url, base)
-        repo = repository_at(target) if target is not None else None
+        repo = repository_for(target) if target is not None else None
         if repo is None or repo in seen:
             return Project(_path_identity(target or Path(url)), _why(hops))
         here, base = repo, repo.parent

@@ -46,6 +46,7 @@ from ._gitread import (
     parse_reflog,
     stderr_text,
 )
+from .bootclock.foreign import stamp_foreign
 from .errors import (
     AmbiguousError,
     CompareAndSwapFailed,
@@ -53,6 +54,7 @@ from .errors import (
     StoreError,
 )
 from .refname import PREFIX
+from .sharing import perms
 
 if TYPE_CHECKING:
     from .location import Location
@@ -87,6 +89,7 @@ class Store:
         self.location = location
         self.git_dir = location.git_dir
         self._repo: Any = None
+        perms.register(self.git_dir)  # core.sharedRepository: several users write it
 
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
@@ -139,7 +142,11 @@ class Store:
             raise StoreError(f"cannot run git: {exc}") from None
 
     def read(self, ref: str) -> Snapshot:
-        """The current value of one ref (pygit2 if the repository is open, else one git call)."""
+        """The current value of one ref (pygit2 if the repository is open, else one git call),
+        stamped with its first sighting if it was written on a foreign boot clock."""
+        return stamp_foreign(self.git_dir, [self._read_one(ref)])[0]
+
+    def _read_one(self, ref: str) -> Snapshot:
         if self._repo is not None:
             return self._read_pygit2(ref)
         found = self._cat_file(ref)
@@ -198,7 +205,7 @@ class Store:
             else:
                 data, problem = blobs.get(oids[ref], (None, f"object {oids[ref]} is missing"))
                 out.append(Snapshot(ref, oids[ref], data, problem))
-        return out
+        return stamp_foreign(self.git_dir, out)
 
     def _cat_objects(self, oids: list[str]) -> dict[str, tuple[bytes | None, str | None]]:
         """Each object's blob bytes, or why there are none, from one ``cat-file --batch``."""
@@ -231,7 +238,7 @@ class Store:
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every ref under ``prefix`` with its blob, in one pass over the refs."""
-        return self._for_each_ref(prefix)
+        return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size)%0a%(raw)"
@@ -362,7 +369,8 @@ class Store:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob; its object id."""
         try:
-            return str(self.repo.create_blob(data))
+            with perms.shared_umask(self.git_dir):
+                return str(self.repo.create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
@@ -391,7 +399,7 @@ class Store:
             self._unlocked_read_then_write(ordered)
             return new_oids
         try:
-            with repo.transaction() as tx:
+            with perms.shared_umask(self.git_dir), repo.transaction() as tx:
                 for (ref, _, _), _ in ordered:
                     self._lock_ref(tx, ref)
                 for (ref, expected, _), _ in ordered:
@@ -440,8 +448,10 @@ class Store:
             return
         self._ensure_gc_config()
         try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.touch()
+            with perms.shared_umask(self.git_dir):
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.touch()
+            perms.widen_parents(log)
         except OSError as exc:
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
 
@@ -458,11 +468,12 @@ class Store:
         while True:
             try:
                 config = self.repo.config
-                if _LOG_KEY not in config:
-                    config[_LOG_KEY] = "true"
-                for key in _GC_KEYS:
-                    if key not in config:
-                        config[key] = "never"
+                with perms.shared_umask(self.git_dir):
+                    if _LOG_KEY not in config:
+                        config[_LOG_KEY] = "true"
+                    for key in _GC_KEYS:
+                        if key not in config:
+                            config[key] = "never"
                 return
             except Exception:
                 if time.monotonic() >= deadline:
@@ -601,7 +612,7 @@ class Store:
         import pygit2
 
         try:
-            with self.repo.transaction() as tx:
+            with perms.shared_umask(self.git_dir), self.repo.transaction() as tx:
                 self._lock_ref(tx, ref)
                 current = self._read_pygit2(ref)
                 if current.oid != expected_oid:

@@ -23,7 +23,8 @@ from . import highwater, receiptdir
 from . import receipts as receipts_mod
 from ._files import is_stale, lock_age, mtime
 from ._gitread import Snapshot, named_ids, parse_reflog
-from .claim import Claim, is_expired, judge
+from .bootclock.foreign import START_TOLERANCE_MS, kernel_boot, writer_start_ms
+from .claim import Claim, is_expired, judge, on_this_clock
 from .clock import Now, parse_rfc3339, rfc3339
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError
 from .ownership import receipt_dir, unwritten_members
@@ -153,14 +154,14 @@ def _transition_problem(prev: Record, cur: Record) -> str | None:
         if prev.state == RELEASED:
             return "a released claim was written again"
         start = cur.boot_expires_ms - (0 if cur.state == RELEASED else cur.ttl_ms)
-        if prev.boot_id == cur.boot_id and start > prev.boot_expires_ms:
+        if _one_clock(prev, cur) and start > prev.boot_expires_ms:
             return "an expired claim was renewed or released"
         return None
     if cur.revision <= prev.revision:
         return "the revision did not increase"
     if cur.note and cur.note.startswith("verify --repair"):
         return None
-    if prev.state != RELEASED and prev.boot_id == cur.boot_id:
+    if prev.state != RELEASED and _one_clock(prev, cur):
         acquired = cur.boot_expires_ms - cur.ttl_ms
         if acquired < prev.boot_expires_ms:
             return f"claim {cur.claim_id} was granted while {prev.claim_id} was active"
@@ -256,6 +257,19 @@ def _repair_rollback(
                                                  now), problem)  # fmt: skip
 
 
+def _one_clock(a: Record, b: Record) -> bool:
+    """Whether two records were written on one boot clock (their boot-expiry times compare)."""
+    if a.boot_id != b.boot_id:
+        return False
+    start_a = writer_start_ms(a.expires_at, a.boot_expires_ms)
+    start_b = writer_start_ms(b.expires_at, b.boot_expires_ms)
+    return start_a is None or start_b is None or abs(start_a - start_b) <= START_TOLERANCE_MS
+
+
+def _this_boot(record: Record, now: Now) -> bool:
+    return kernel_boot(record.boot_id) == kernel_boot(now.boot)
+
+
 def _may_be_live(record: Record, now: Now, first_seen_ms: int | None) -> bool:
     """Whether ``record`` may still describe a live claim, judged without trusting another
     host's clock: on this boot's clock (or from when this host first saw it); a record of
@@ -263,7 +277,7 @@ def _may_be_live(record: Record, now: Now, first_seen_ms: int | None) -> bool:
     host's wall clock (a repair can wait)."""
     if record.state == RELEASED:
         return False
-    if record.boot_id == now.boot or first_seen_ms is not None:
+    if on_this_clock(record, now) or first_seen_ms is not None or _this_boot(record, now):
         return not is_expired(record, now, first_seen_ms)
     return parse_rfc3339(record.expires_at) + record.ttl_ms > now.wall_ms
 

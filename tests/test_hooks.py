@@ -206,7 +206,13 @@ def python_calls(cli, repo: Path) -> Path:
     """The hooks' Python, wrapped to log which hook started it; returns the log's path."""
     calls = repo.parent / "calls"
     wrapper = repo.parent / "python-wrapper"
-    wrapper.write_text(f'#!/bin/sh\necho "$3" >> {calls}\nexec {sys.executable} "$@"\n')
+    # (it logs the argument after the module: `-E -P -m gitlease.hookcheck HOOK`)
+    wrapper.write_text(
+        "#!/bin/sh\nseen=\nfor a; do\n    case $seen in\n        m) seen=mod ;;\n"
+        f'        mod) echo "$a" >> {calls}; break ;;\n'
+        '        *) [ "$a" = -m ] && seen=m ;;\n    esac\ndone\n'
+        f'exec {sys.executable} "$@"\n'
+    )
     wrapper.chmod(0o755)
     assert cli("hooks", "install").code == 0
     pin_python(repo, str(wrapper))

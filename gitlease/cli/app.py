@@ -104,7 +104,7 @@ class LazyGroup(click.Group):
         "replace-file": "guarded", "verify": "admin", "prune": "admin", "bind": "admin",
         "unbind": "admin", "hooks": "hooks", "skill": "skill", "fence-check": "fence",
         "keepalive": "keepalive", "mcp": "mcp", "agent-hook": "agents", "agents": "agents",
-        "board": "board", "who": "who",
+        "board": "board", "who": "who", "remote": "coordination",
     }  # fmt: skip
 
     def list_commands(self, ctx: click.Context) -> list[str]:
