@@ -19,7 +19,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import highwater, receiptdir
+from . import _testing, highwater, receiptdir
 from . import receipts as receipts_mod
 from ._files import is_stale, lock_age, mtime
 from ._gitread import Snapshot, named_ids, parse_reflog
@@ -362,6 +362,7 @@ def orphan_receipts(
     """Receipts here whose claim is not the current one: they can never prove anything again."""
     directory = receipt_dir(store)
     problems: list[Problem] = []
+    _testing.pause("orphan-receipts")  # (tests: stall here, after the snapshot)
     for path in receiptdir.every_receipt(directory):
         try:
             rec = receipts_mod.read(path)
