@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import _testing, highwater, receiptdir
@@ -397,11 +398,44 @@ def orphan_receipts(
             f"receipt for {', '.join(c.resource for c in rec.claims)} names no current claim",
         )
         if repair:
-            receipts_mod.remove(path)
-            problem.repaired = True
-            problem.message += "; removed"
+            why_not = _remove_if_orphan(store, path, rec)
+            if why_not is None:
+                problem.repaired = True
+                problem.message += "; removed"
+            else:
+                problem.message += f"; not removed: {why_not}"
         problems.append(problem)
     return problems
+
+
+def _remove_if_orphan(store: Store, path: Path, rec: receipts_mod.Receipt) -> str | None:
+    """Remove the receipt ``rec`` at ``path`` only if, judged again under the guards of its
+    resources at the moment of removal, it still names no current claim; else say why not.
+
+    The snapshot the caller judged by may be old (a stalled ``verify --repair`` or ``prune``):
+    a claim taken meanwhile writes its receipt under the guard before its ref, so under the
+    guard both are final, and a receipt whose claim is now current is kept.
+    """
+    refs = sorted({c.ref for c in rec.claims})
+    try:
+        with ExitStack() as guards:
+            for ref in refs:
+                guards.enter_context(store.guard(ref))
+            now = Now.read()
+            for c in rec.claims:
+                claim = judge(store.read(c.ref), now, c.resource)
+                if _is_current(claim, c.claim_id):
+                    return f"{c.resource} is now held by this claim"
+            try:
+                again = receipts_mod.read(path)
+            except GitleaseError:
+                again = None
+            if again is not None and again != rec:
+                return "it changed meanwhile"
+            receipts_mod.remove(path)
+    except GitleaseError as exc:
+        return str(exc)
+    return None
 
 
 def _is_current(claim: Claim | None, claim_id: str) -> bool:
