@@ -60,10 +60,14 @@ def acquire_claims(
     check_bindings(store, request)  # likewise, before anything is written
 
     def attempt() -> tuple[list[Claim], Receipt]:
-        _refuse_early(store, request, line)
-        reserve = reservation.reserve(request.receipt, str(store.git_dir))
-        with guards(store, request.refs), reserve as held:
-            written, rec = take(store, request, held)
+        try:
+            _refuse_early(store, request, line)
+            reserve = reservation.reserve(request.receipt, str(store.git_dir))
+            with guards(store, request.refs), reserve as held:
+                written, rec = take(store, request, held)
+        except HeldError as exc:
+            line.stand_for(_blocking(request, exc))  # (a bundle: never hold a free member)
+            raise
         bound = finish_acquire(store, request, rec, written)
         return [c.replace(bound=bound) for c in written], rec
 
@@ -74,6 +78,12 @@ def acquire_claims(
         line=line,
         longest_pause=store.wait_poll_seconds,
     )
+
+
+def _blocking(request: AcquireRequest, error: HeldError) -> tuple[str, ...]:
+    """The refs of ``request`` that refused it: the member ``error`` names (all, if none)."""
+    ref = (error.claim or {}).get("ref")
+    return (ref,) if ref in request.refs else request.refs
 
 
 def _binds(store: Store, request: AcquireRequest) -> bool:
