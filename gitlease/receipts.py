@@ -46,6 +46,10 @@ class ClaimRef(Value):
     oid: str | None
 
 
+#: The largest receipt that is written, and read (1 MiB).
+MAX_RECEIPT_BYTES = 1 << 20
+
+
 class Receipt(Value):
     """A caller's proof of ownership. ``token`` is None once the claim was released."""
 
@@ -149,9 +153,15 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     (:func:`check_directory`); it must exist.
     """
     path = receipt.path
+    body = receipt.to_json().encode("utf-8")
+    if len(body) > MAX_RECEIPT_BYTES:  # it could not be read back: refuse before any claim
+        raise UsageError(
+            f"the receipt would be {len(body)} bytes; at most {MAX_RECEIPT_BYTES} can be read "
+            "back: claim fewer or shorter resources at once"
+        )
     check_directory(path.parent)
     try:
-        atomic_write(path, receipt.to_json().encode("utf-8"), durable=False, exclusive=exclusive)
+        atomic_write(path, body, durable=False, exclusive=exclusive)
     except FileExistsError:
         raise UsageError(f"receipt {path} already exists") from None
     except OSError as exc:
@@ -184,7 +194,9 @@ def read(path: Path) -> Receipt:
             )
         if st.st_uid != os.getuid():
             raise ReceiptError(f"receipt {path} belongs to another user; it is not trusted")
-        raw = os.read(fd, 1 << 20)
+        raw = os.read(fd, MAX_RECEIPT_BYTES + 1)
+        if len(raw) > MAX_RECEIPT_BYTES:
+            raise ReceiptError(f"receipt {path} is over {MAX_RECEIPT_BYTES} bytes: not a receipt")
     finally:
         os.close(fd)
     return parse(path, raw)

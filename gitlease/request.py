@@ -88,6 +88,12 @@ class AcquireOptions(TypedDict, total=False):
     bind: bool  #: bind this worktree to the claim (default True)
 
 
+#: The most members one bundle may have: the receipt of the largest such bundle (every name
+#: of the longest, most escaped kind, the longest paths) stays well under
+#: :data:`gitlease.receipts.MAX_RECEIPT_BYTES`, so it can always be read back.
+MAX_BUNDLE_MEMBERS = 256
+
+
 def acquire_request(
     resources: Iterable[str],
     *,
@@ -102,6 +108,11 @@ def acquire_request(
     names = tuple(resources)
     if not names:
         raise UsageError("name at least one resource")
+    if bundle and len(names) > MAX_BUNDLE_MEMBERS:
+        raise UsageError(
+            f"a bundle has {len(names)} members; at most {MAX_BUNDLE_MEMBERS} are allowed "
+            "(its receipt must stay readable): split the work into smaller bundles"
+        )
     for resource in names:
         validate_resource(resource)
     refs = tuple(encode(r) for r in names)
