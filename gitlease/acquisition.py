@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import suppress
 
+from . import _testing, highwater, ownership, reservation
 from . import bindings as bindings_mod
-from . import highwater, ownership, reservation
 from ._gitread import Snapshot
 from .claim import (
     Claim,
@@ -31,6 +31,7 @@ from .errors import (
     HeldError,
     StoreError,
 )
+from .interrupts import window
 from .receipts import ClaimRef, Receipt
 from .record import (
     HELD,
@@ -316,6 +317,7 @@ def _commit_acquire(
     what = f"bundle {first.bundle_id}" if first.bundle_id else first.claim_id
     message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
     updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
+    window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
     try:
         oids = store.compare_and_swap_many(updates, message)
     except BaseException as exc:
@@ -326,6 +328,7 @@ def _commit_acquire(
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         elif landed == 0:
             ownership.discard(store, rec)
+            window.cancel()
             raise
         else:
             raise AmbiguousError(
@@ -335,6 +338,7 @@ def _commit_acquire(
             ) from exc
     for record, snap in zip(records, snaps, strict=True):  # after the write, never before
         highwater.raise_to(store.git_dir, snap.ref, record.revision)
+    _testing.pause("after-write")  # (tests: a signal delivered right after the write)
     return [
         judge(Snapshot(s.ref, oid, r.raw), now, r.resource)
         for s, r, oid in zip(snaps, records, oids, strict=True)

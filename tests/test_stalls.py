@@ -76,3 +76,34 @@ def test_a_stalled_repair_keeps_the_receipt_of_a_claim_taken_meanwhile(
     beat = run_cli("heartbeat", R, cwd=repo)
     assert beat.code == 0, beat
     assert run_cli("release", R, cwd=repo).code == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [
+        (["acquire", R], signal.SIGTERM),
+        (["acquire", R], signal.SIGINT),
+        (["bundle", "acquire", R, "stall/2"], signal.SIGTERM),
+        (["acquire", "--first-free", "stall/0", R], signal.SIGINT),
+    ],
+)
+def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
+    command: list[str], signum: int, worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 29.11: SIGINT or SIGTERM right after the write ended the acquire with 130/143
+    while the claim stayed held and bound. Now the claim is released again under its guard
+    (exit 128+N, nothing held, nothing bound), or the exit is 5 naming it."""
+    wt, other = worktrees
+    if "--first-free" in command:
+        assert run_cli("acquire", "stall/0", "--no-bind", cwd=other).code == 0
+    paused = Paused("after-write", command, wt, tmp_path)
+    paused.wait_paused()
+    paused.proc.send_signal(signum)
+    code, out, err = paused.go()
+    if code == 5:
+        assert "claim" in err and R in err, err
+        return
+    assert code == 128 + signum, (code, out, err)
+    shown = run_cli("show", R, "--json", cwd=wt).json
+    assert shown["state"] != "active", f"exit {code}, yet the claim is held: {shown}"
+    assert run_cli("acquire", R, "--no-bind", cwd=other).code == 0, "the claim was left behind"

@@ -74,6 +74,10 @@ def acquire(
     **options: Any,
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
+    from ..interrupts import window
+
+    window.arm()  # a signal after the write releases the claims again
+
     from .. import bundle as B
     from ..acquisition import undo_acquire
     from ..providers import canonical_key

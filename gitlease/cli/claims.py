@@ -99,6 +99,9 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
+    from ..interrupts import window
+
+    window.arm()  # a signal after the write releases the claims again
     from ..acquisition import undo_acquire
 
     if first_free:
