@@ -72,7 +72,7 @@ def test_a_stalled_repair_keeps_the_receipt_of_a_claim_taken_meanwhile(
     long_ago = time.time() - 3600
     os.utime(receipt, (long_ago, long_ago))  # the stall lasted an hour
     code, out, err = stalled.go()
-    assert receipt.exists(), f"{command} removed the receipt of a live claim: {out} {err}"
+    assert receipt.exists(), f"{command} (exit {code}) removed a live claim's receipt: {out} {err}"
     beat = run_cli("heartbeat", R, cwd=repo)
     assert beat.code == 0, beat
     assert run_cli("release", R, cwd=repo).code == 0
