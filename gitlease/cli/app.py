@@ -154,7 +154,7 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
         if opts.json:
             output.print_json(doc)
         elif text:
-            click.echo(output.safe_text(text))
+            output.write_stdout(output.safe_text(text) + "\n")
         sys.stdout.flush()
     except OSError as exc:
         raise OutputFailed(exc) from None

@@ -9,6 +9,7 @@ and C1 controls, which JSON would carry raw, are written as ``\\u`` escapes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -159,8 +160,29 @@ def _pretty(value: Any, newline: str, out: list[str]) -> None:
 
 
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json_text(doc) + "\n")
-    sys.stdout.flush()
+    write_stdout(json_text(doc) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write all of ``text`` to stdout, or raise (a closed pipe: :class:`BrokenPipeError`).
+
+    An unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``, common in CI and agent
+    sandboxes) is a raw file under the text layer, which drops what a short write left
+    over: ``list`` into a reader that closed early wrote 64 KiB and exited 0. Bytes go
+    to the descriptor here until all are written.
+    """
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        stream.write(text)  # not a real file (a test's StringIO)
+        stream.flush()
+        return
+    stream.flush()
+    data = text.encode(stream.encoding or "utf-8", stream.errors or "strict")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def relative(claim: dict[str, Any]) -> str:
