@@ -389,6 +389,8 @@ def orphan_receipts(
             continue
         if live:
             continue
+        if rec.token is None:
+            continue  # spent (released): housekeeping for the daily tidy, never a problem
         young = time.time() - mtime(path) < 60  # an acquire may be in flight
         if rec.token and young:
             continue
