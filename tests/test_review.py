@@ -135,19 +135,19 @@ def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
     assert cli("show", R, "--json").json["oid"] == doc["oid"], "nothing was written"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding: a symbolic ref under refs/worklease/ is read through by "
-    "check, list, verify and the commit hook (git cat-file / for-each-ref resolve it) but "
-    "is unreadable to the writes (pygit2): check says held, heartbeat says LOST and points "
-    "at verify, verify says ok",
-)
 def test_a_symbolic_ref_is_judged_alike_by_every_command(cli, repo: Path) -> None:
+    """Issue 29.20: a symbolic ref under refs/worklease/ was read through by check, list,
+    verify and the commit hook but unreadable to the writes: it is invalid for all."""
     doc = cli("acquire", R, "--no-bind", "--json").json
     store_git("update-ref", "refs/keep/review", doc["oid"], cwd=repo)
     store_git("symbolic-ref", REF, "refs/keep/review", cwd=repo)
     check, beat = cli("check", R), cli("heartbeat", R)
     assert (check.code == 0) == (beat.code == 0), f"check {check.code}, heartbeat {beat.code}"
+    assert check.code != 0, check
+    listed = {c["resource"]: c for c in cli("list", "--json").json["claims"]}
+    assert listed[R]["state"] == "invalid", listed[R]
+    shown = cli("show", R, "--json")
+    assert shown.code == 7 and "symbolic" in shown.out, shown
     assert cli("verify").code == 7, "a ref gitlease cannot write is a problem verify names"
 
 
