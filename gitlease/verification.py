@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _testing, highwater, receiptdir
+from . import bindings as bindings_mod
 from . import receipts as receipts_mod
 from ._files import is_stale, lock_age, mtime
 from ._gitread import Snapshot, named_ids, parse_reflog
@@ -435,9 +436,21 @@ def _remove_if_orphan(store: Store, path: Path, rec: receipts_mod.Receipt) -> st
             if again is not None and again != rec:
                 return "it changed meanwhile"
             receipts_mod.remove(path)
+            _unbind_receipt(store, path)
     except GitleaseError as exc:
         return str(exc)
     return None
+
+
+def _unbind_receipt(store: Store, path: Path) -> None:
+    """Drop this worktree's bindings that name the receipt at ``path`` (just removed): they
+    could only refuse commits for a claim nothing proves any more."""
+    wt = store.location.worktree_git_dir
+    if wt is None:
+        return
+    for binding in bindings_mod.bindings(wt):
+        if isinstance(binding, bindings_mod.Binding) and binding.receipt == str(path):
+            bindings_mod.unbind(wt, binding.ref, binding.claim_id)
 
 
 def _is_current(claim: Claim | None, claim_id: str) -> bool:

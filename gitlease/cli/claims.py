@@ -26,7 +26,7 @@ from .app import (
     read_items,
     resolve_resource,
 )
-from .hooks import commit_check_warning
+from .hooks import commit_check_warning, stale_binding_warnings
 
 
 def _mode_note(doc: dict[str, Any]) -> str:
@@ -143,6 +143,7 @@ def acquire(
             )
     doc = result.to_dict()
     commit_check_warning(opts, doc, store.location.worktree)
+    stale_binding_warnings(opts, doc, store, [result.claim.ref])
     text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
     if keepalive:
         keeper = keep_acquired(store, result.receipt, watched)
@@ -285,13 +286,24 @@ def show(opts: Options, resource: str, key_: str | None) -> None:
 @click.option("--prefix", help="Only resources that start with this text.")
 def list_(opts: Options, state: str | None, prefix: str | None) -> None:
     """List every claim: a table for people, JSON for programs."""
+    from ..leftovers.stale import review
     from ..reads import list_claims
     from ..value import gc_paused
 
-    found = list_claims(open_store(opts), state=state, prefix=prefix)
+    store = open_store(opts)
+    found = list_claims(store, state=state, prefix=prefix)
+    stale = [s.to_dict() for s in review(store, drop=False)]
     with gc_paused():
         claims = [c.to_dict() for c in found]
-        emit(opts, {"claims": claims}, None if opts.json else output.claim_table(claims))
+        text = None
+        if not opts.json:
+            text = output.claim_table(claims)
+            text += "".join(
+                f"\nthis worktree has a stale binding to {printable(s['resource'])} "
+                f"(claim {s['claim_id']}): {printable(s['why'])}"
+                for s in stale
+            )
+        emit(opts, {"claims": claims, "stale_bindings": stale}, text)
 
 
 @command(cli, "free")
