@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 from . import reservation
 from .clock import parse_duration_ms
 from .errors import UsageError
+from .names.spelling import check_new_resource
 from .record import COORDINATION_ONLY, GUARDED, check_text
 from .refname import encode, validate_resource
 from .value import Value
@@ -114,7 +115,7 @@ def acquire_request(
             "(its receipt must stay readable): split the work into smaller bundles"
         )
     for resource in names:
-        validate_resource(resource)
+        check_new_resource(validate_resource(resource))
     refs = tuple(encode(r) for r in names)
     if len(set(refs)) != len(refs):
         dupes = sorted({r for r, ref in zip(names, refs, strict=True) if refs.count(ref) > 1})
@@ -144,7 +145,7 @@ def first_free_request(
         raise UsageError("--first-free: name at least one candidate (`-`: one a line on stdin)")
     for number, resource in enumerate(names, 1):
         try:
-            validate_resource(resource)
+            check_new_resource(validate_resource(resource))
         except UsageError as exc:
             raise UsageError(
                 f"--first-free: candidate {number}: {exc}; nothing was acquired"

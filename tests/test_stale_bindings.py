@@ -41,7 +41,7 @@ def test_a_binding_lapsed_and_taken_by_another_is_dropped_with_a_warning(
     committed = _commit(a, "two")
     assert committed.returncode == 0, committed.stderr
     listed = run_cli("list", cwd=a).out
-    assert any(line.startswith("*") and "unit/2" in line for line in listed.splitlines())
+    assert any(line.startswith("*") and "unit/2" in line for line in listed.splitlines()), listed
     assert _commit(b, "one").returncode == 0, "the other holder commits as before"
 
 

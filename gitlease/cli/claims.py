@@ -303,7 +303,10 @@ def list_(opts: Options, state: str | None, prefix: str | None) -> None:
                 f"(claim {s['claim_id']}): {printable(s['why'])}"
                 for s in stale
             )
-        emit(opts, {"claims": claims, "stale_bindings": stale}, text)
+        doc: dict[str, Any] = {"claims": claims}
+        if stale:  # (only then: a plain list stays {"claims": [...]})
+            doc["stale_bindings"] = stale
+        emit(opts, doc, text)
 
 
 @command(cli, "free")

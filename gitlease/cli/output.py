@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from .._text import printable
+from .._text import escape_invisible, is_invisible, printable, visible
 from ..clock import format_duration
 from ..errors import GitleaseError
 
@@ -40,16 +40,31 @@ _CONTROL_OR_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)|[\x00-\x09\x0b-\x1f\x7f-\x9f\
 def safe_text(text: str) -> str:
     """Whole output for people: lines kept, colour codes from :func:`paint` kept, every
     other control character escaped (fields were escaped already; this is the net)."""
-    return _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or printable(m.group()), text)
+    text = _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or printable(m.group()), text)
+    return escape_invisible(text)
 
 
 def error_line(error: GitleaseError) -> str:
     """``gitlease: CODE: message`` on one line, whatever the message holds."""
-    return f"gitlease: {error.code}: {printable(error.message)}"
+    return f"gitlease: {error.code}: {visible(error.message)}"
 
 
-# DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those)
-_JSON_RAW = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
+# DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those); any
+# other non-ASCII character is looked at too: invisible ones are escaped (_text.visible)
+_JSON_RAW = re.compile(r"[\x7f-\U0010ffff]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    if code <= 0x9F or 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    if not is_invisible(ch):
+        return ch
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON escape of an astral character: its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def json_text(doc: Any) -> str:
@@ -65,7 +80,7 @@ def json_text(doc: Any) -> str:
     text = "".join(out)
     if text.isascii() and "\x7f" not in text:
         return text  # (a scan for nothing, over megabytes, skipped)
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _JSON_RAW.sub(_json_escape, text)
 
 
 _encode_str = json.encoder.encode_basestring  # ensure_ascii=False's encoder (C)
