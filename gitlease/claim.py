@@ -265,4 +265,6 @@ def held_error(claim: Claim, own_receipt: Path | None = None) -> HeldError:
         )
     else:
         message = f"{claim.describe()}. Choose other ready work, or wait"
-    return HeldError(message, claim=claim.to_dict(), holder=claim)
+    error = HeldError(message, claim=claim.to_dict(), holder=claim)
+    error.retryable = own_receipt is None  # your own claim: no wait ends it
+    return error

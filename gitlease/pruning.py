@@ -22,7 +22,8 @@ from . import floors, guards, highwater, keepers, receiptdir, retention
 from ._files import atomic_write, flock_polling, open_lock_file
 from ._gitread import Snapshot, parse_reflog
 from .claim import Claim, judge
-from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
+from .clock import Now, parse_rfc3339, rfc3339
+from .durations.parse import duration_ms
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError, UsageError
 from .ownership import receipt_dir
 from .reads import newest_written
@@ -134,7 +135,7 @@ def retain(
     elif older_than == retention.NEVER:
         tombstone_ms = None
     else:
-        tombstone_ms = parse_duration_ms(older_than, name="--older-than")
+        tombstone_ms = duration_ms(older_than, name="--older-than")
     result = Retention(policy)
     if auto and not policy.auto:
         result.skipped = "gitlease.autoPrune is false"

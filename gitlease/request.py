@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from . import reservation
-from .clock import parse_duration_ms
+from .clock import format_duration
+from .durations.parse import duration_ms
 from .errors import UsageError
 from .names.spelling import check_new_resource
 from .record import COORDINATION_ONLY, GUARDED, check_text
@@ -27,14 +28,41 @@ DEFAULT_TTL_MS = 15 * 60_000
 MIN_TTL_MS = 1_000
 
 
-def resolve_ttl(ttl: str | int | None) -> int:
-    """A TTL in milliseconds (default 15 minutes, at least 1 second)."""
+def resolve_ttl(ttl: str | int | None, worktree: Path | None = None) -> int:
+    """A TTL in milliseconds (default 15 minutes, at least 1 second, at most
+    ``gitlease.maxTtl``: a crashed agent must not block a unit for months)."""
     if ttl is None:
         return DEFAULT_TTL_MS
-    ms = parse_duration_ms(ttl, name="TTL")
+    ms = duration_ms(ttl, name="TTL")
     if ms < MIN_TTL_MS:
         raise UsageError(f"bad TTL {ttl!r}: at least 1s")
+    limit, where = max_ttl_ms(worktree)
+    if ms > limit:
+        raise UsageError(
+            f"bad TTL {ttl!r}: at most {format_duration(limit)} ({where}); a longer piece "
+            "of work renews its claim (heartbeat, keepalive) instead"
+        )
     return ms
+
+
+#: The longest TTL when ``gitlease.maxTtl`` is not set: a day.
+DEFAULT_MAX_TTL_MS = 86_400_000
+MAX_TTL_CONFIG = "gitlease.maxTtl"
+
+
+def max_ttl_ms(worktree: Path | None = None) -> tuple[int, str]:
+    """The longest TTL allowed, and where it comes from: ``git config gitlease.maxTtl`` (read
+    from ``worktree``, any scope), else a day. USAGE for a value that is not a duration."""
+    import subprocess
+
+    cmd = ["git", *(["-C", str(worktree)] if worktree else []), "config", "--get", MAX_TTL_CONFIG]
+    try:
+        found = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        found = ""
+    if not found:
+        return DEFAULT_MAX_TTL_MS, f"the default; set {MAX_TTL_CONFIG} to change it"
+    return duration_ms(found, name=MAX_TTL_CONFIG), f"{MAX_TTL_CONFIG} = {found}"
 
 
 def default_owner(worktree: Path | None = None) -> str:
@@ -123,10 +151,10 @@ def acquire_request(
     note = options.get("note")
     if note is not None:
         check_text(note, "the note")
-    ttl_ms = resolve_ttl(options.get("ttl"))
+    ttl_ms = resolve_ttl(options.get("ttl"), worktree)
     owner = resolve_owner(options.get("owner"), worktree)
     wait = options.get("wait")
-    wait_ms = parse_duration_ms(wait, name="--wait") if wait is not None else None
+    wait_ms = duration_ms(wait, name="--wait") if wait is not None else None
     explicit = reservation.explicit_path(options.get("receipt"))
     if explicit is not None:
         reservation.check_explicit_location(explicit)
@@ -136,7 +164,10 @@ def acquire_request(
 
 
 def first_free_request(
-    candidates: Iterable[str], **options: Unpack[AcquireOptions]
+    candidates: Iterable[str],
+    *,
+    worktree: Path | None = None,
+    **options: Unpack[AcquireOptions],
 ) -> AcquireRequest:
     """Check an ``acquire --first-free``: the candidates in order (repeats dropped), each a
     valid resource, and the acquire options (USAGE on anything wrong; nothing was touched)."""
@@ -150,4 +181,4 @@ def first_free_request(
             raise UsageError(
                 f"--first-free: candidate {number}: {exc}; nothing was acquired"
             ) from None
-    return acquire_request(names, **options)
+    return acquire_request(names, worktree=worktree, **options)

@@ -85,6 +85,8 @@ def _retry(
         try:
             return attempt()
         except (HeldError, CompareAndSwapFailed) as exc:
+            if isinstance(exc, HeldError) and not exc.retryable:
+                raise  # (the caller's own active claim: waiting would only end the same way)
             error = exc
         waited = int((time.monotonic() - started) * 1000)
         if waited >= deadline_ms:
