@@ -379,7 +379,7 @@ def _tidy_receipts(store: Store, claims: dict[str, Claim], now: Now, result: Ret
     """This worktree's receipts that can prove nothing: released more than a day ago, or
     naming no current claim (the rules of acquire and of ``verify --repair``)."""
     removed = receiptdir.sweep(receipt_dir(store), limit=1 << 30, every_hour=True)
-    removed += sum(p.repaired for p in orphan_receipts(store, claims, now, repair=True))
+    removed += sum(p.repaired for p in orphan_receipts(store, claims, now, repair=True, spent=True))
     result.removed["receipts"] += removed
 
 

@@ -359,9 +359,13 @@ def _stale_locks(store: Store, repair: bool) -> list[Problem]:
 
 
 def orphan_receipts(
-    store: Store, current: dict[str, Claim], now: Now, repair: bool
+    store: Store, current: dict[str, Claim], now: Now, repair: bool, *, spent: bool = False
 ) -> list[Problem]:
-    """Receipts here whose claim is not the current one: they can never prove anything again."""
+    """Receipts here whose claim is not the current one: they can never prove anything again.
+
+    A spent receipt (released: no token) is housekeeping, not a problem: ``verify`` passes
+    over it; the retention pass (``spent``) removes it as well once its claim is not current.
+    """
     directory = receipt_dir(store)
     problems: list[Problem] = []
     _testing.pause("orphan-receipts")  # (tests: stall here, after the snapshot)
@@ -390,7 +394,7 @@ def orphan_receipts(
             continue
         if live:
             continue
-        if rec.token is None:
+        if rec.token is None and not spent:
             continue  # spent (released): housekeeping for the daily tidy, never a problem
         young = time.time() - mtime(path) < 60  # an acquire may be in flight
         if rec.token and young:
