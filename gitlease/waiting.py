@@ -85,8 +85,8 @@ def _retry(
         try:
             return attempt()
         except (HeldError, CompareAndSwapFailed) as exc:
-            if isinstance(exc, HeldError) and not exc.retryable:
-                raise  # (the caller's own active claim: waiting would only end the same way)
+            if isinstance(exc, HeldError) and _hopeless(exc, deadline_ms - _ms_since(started)):
+                raise  # (the caller's own claim outlasts the wait: it would end the same way)
             error = exc
         waited = int((time.monotonic() - started) * 1000)
         if waited >= deadline_ms:
@@ -117,6 +117,21 @@ def _retry(
             ahead = _ahead(line)
             if ahead == 0:
                 break
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _hopeless(error: HeldError, left_ms: int) -> bool:
+    """Whether waiting ``left_ms`` more cannot change ``error``: the active claim is the
+    caller's own (:attr:`HeldError.retryable` False) and lasts longer than the wait (one
+    abandoned by a crashed process of the same worktree may expire within it: wait then)."""
+    if error.retryable:
+        return False
+    holder = error.holder
+    expires_in = holder.expires_in_ms if isinstance(holder, Claim) else None
+    return expires_in is None or expires_in >= left_ms
 
 
 def _ahead(line: Line) -> int:
