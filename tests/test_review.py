@@ -193,13 +193,10 @@ def test_free_never_offers_a_ref_moved_back_that_acquire_refuses(cli, repo: Path
     assert [c["resource"] for c in got.json["claims"]] == ["review/2"], got
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding (before issues 14 and 20): `cp -a` of a working copy that has a "
-    "remote copies its receipts (tokens) and bindings, and both copies share the per-remote "
-    "store: the copy passes `check` and commits under the original's claim (two holders)",
-)
 def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path) -> None:
+    """Issue 29.19: `cp -a` of a working copy copied its receipts (tokens) and bindings into
+    a working copy sharing the store: the copy passed `check` and committed under the
+    original's claim. Receipts and bindings now name the working copy they were written in."""
     import shutil
 
     from conftest import git, make_repo, run_cli
@@ -218,6 +215,11 @@ def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path)
     git("add", "change", cwd=copy)
     committed = subprocess.run(["git", "commit", "-qm", "x"], cwd=copy, capture_output=True)
     assert committed.returncode != 0, "a commit in the copy passed the check"
+    assert run_cli("check", R, cwd=repo).code == 0, "the original still holds its claim"
+    assert run_cli("heartbeat", R, cwd=repo).code == 0
+    (repo / "change").write_text("x\n")
+    git("add", "change", cwd=repo)
+    assert subprocess.run(["git", "commit", "-qm", "x"], cwd=repo).returncode == 0
 
 
 def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_member(
