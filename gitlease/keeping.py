@@ -33,7 +33,7 @@ from .errors import (
     UsageError,
 )
 from .keepers import Keeper
-from .receiptdir import LOG_SUFFIX, wake_path
+from .receiptdir import LOG_SUFFIX, WAKE_SUFFIX, wake_path
 from .receipts import ClaimRef, Receipt
 
 #: Without a pidfd (old kernels), how often the watched process is looked at.
@@ -326,6 +326,12 @@ def _tidy_logs(directory: Path) -> None:
     except OSError:
         return
     for entry in entries:
+        if entry.name.endswith(WAKE_SUFFIX):  # the FIFO of a keepalive killed with kill -9
+            pid = entry.name.removesuffix(WAKE_SUFFIX).rsplit(".", 1)[-1]
+            if pid.isascii() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            continue
         if not entry.name.endswith(LOG_SUFFIX):
             continue
         stem = entry.name.removesuffix(LOG_SUFFIX)
