@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _testing, highwater, receiptdir
+from . import _testing, guards, highwater, receiptdir
 from . import bindings as bindings_mod
 from . import receipts as receipts_mod
 from ._files import is_stale, lock_age, mtime
@@ -424,13 +424,17 @@ def _remove_if_orphan(store: Store, path: Path, rec: receipts_mod.Receipt) -> st
     guard both are final, and a receipt whose claim is now current is kept.
     """
     refs = sorted({c.ref for c in rec.claims})
+    absent: list[str] = []
     try:
-        with ExitStack() as guards:
+        with ExitStack() as held:
             for ref in refs:
-                guards.enter_context(store.guard(ref))
+                held.enter_context(store.guard(ref))
             now = Now.read()
             for c in rec.claims:
-                claim = judge(store.read(c.ref), now, c.resource)
+                snap = store.read(c.ref)
+                if snap.oid is None:
+                    absent.append(c.ref)
+                claim = judge(snap, now, c.resource)
                 if _is_current(claim, c.claim_id):
                     return f"{c.resource} is now held by this claim"
             try:
@@ -443,6 +447,8 @@ def _remove_if_orphan(store: Store, path: Path, rec: receipts_mod.Receipt) -> st
             _unbind_receipt(store, path)
     except GitleaseError as exc:
         return str(exc)
+    for ref in absent:  # (the guard of a resource without a ref is only a file: made on use)
+        guards.remove_unheld(store.guard_path(ref))
     return None
 
 
