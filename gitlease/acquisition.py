@@ -184,7 +184,11 @@ def _judge_members(
             raise corrupt_error(claim)
         _refuse_rolled_back(store, claim, mark)
         if claim.state == "active":
-            raise held_error(claim, ownership.own_receipt_for(store, claim, request.receipt))
+            own = ownership.own_receipt_for(store, claim, request.receipt)
+            error = held_error(claim, own)
+            # this worktree's own claim, the one it works on (bound): no wait ends it
+            error.retryable = own is None or not ownership.mark_bound(store, [claim])[0].bound
+            raise error
     return claims
 
 

@@ -265,6 +265,4 @@ def held_error(claim: Claim, own_receipt: Path | None = None) -> HeldError:
         )
     else:
         message = f"{claim.describe()}. Choose other ready work, or wait"
-    error = HeldError(message, claim=claim.to_dict(), holder=claim)
-    error.retryable = own_receipt is None  # your own claim: no wait ends it
-    return error
+    return HeldError(message, claim=claim.to_dict(), holder=claim)

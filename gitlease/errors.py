@@ -54,7 +54,7 @@ class HeldError(GitleaseError):
         self.holder = holder
         self.claims = claims
         #: False when waiting cannot change the answer (the active claim is the caller's
-        #: own): ``--wait`` answers at once.
+        #: own, bound to its worktree): ``--wait`` answers at once if it outlasts the wait.
         self.retryable = True
 
 

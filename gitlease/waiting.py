@@ -125,8 +125,9 @@ def _ms_since(started: float) -> int:
 
 def _hopeless(error: HeldError, left_ms: int) -> bool:
     """Whether waiting ``left_ms`` more cannot change ``error``: the active claim is the
-    caller's own (:attr:`HeldError.retryable` False) and lasts longer than the wait (one
-    abandoned by a crashed process of the same worktree may expire within it: wait then)."""
+    caller's own, bound to its worktree (:attr:`HeldError.retryable` False), and lasts
+    longer than the wait (one that expires within it: wait then). An unbound claim of the
+    same worktree may be another process's, released any time: waited for as any other."""
     if error.retryable:
         return False
     holder = error.holder
