@@ -112,21 +112,40 @@ def stderr_text(result: subprocess.CompletedProcess[bytes]) -> str:
     return result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}"
 
 
+#: Why a symbolic ref under ``refs/worklease/`` is an invalid record: gitlease never writes
+#: one, git reads through it to whatever it names, and libgit2 cannot write it. Every
+#: command judges it alike (``check``, ``list``, ``verify``, ``heartbeat``).
+SYMBOLIC = "the ref is symbolic (gitlease never writes one)"
+
+
+def is_symbolic(git_dir: Path, ref: str) -> bool:
+    """Whether the loose ref file of ``ref`` is a symbolic ref (``ref: ...``); packed refs
+    cannot be."""
+    try:
+        with open(git_dir / ref, "rb") as f:
+            return f.read(5) == b"ref: "
+    except OSError:
+        return False
+
+
 def parse_for_each_ref(out: bytes) -> list[Snapshot]:
     """Snapshots from ``for-each-ref --format='%(refname) %(objectname) %(objecttype)
-    %(raw:size)%0a%(raw)'``."""
+    %(raw:size) %(symref)%0a%(raw)'`` (the ``%(symref)`` field may be left out)."""
     snapshots = []
     pos = 0
     while pos < len(out):
         end = out.index(b"\n", pos)
         # git allows any byte from 0x80 up in a ref name: one that is not UTF-8 keeps its
         # bytes as lone surrogates, so that it can be reported (never a crash)
-        ref, oid, kind, size = out[pos:end].decode("utf-8", "surrogateescape").split(" ")
+        fields = out[pos:end].decode("utf-8", "surrogateescape").split(" ")
+        ref, oid, kind, size = fields[:4]
         start = end + 1
         stop = start + int(size)
         data = out[start:stop]
         pos = stop + 1  # for-each-ref ends every entry with a newline
-        if kind == "blob":  # (every field given: once per ref of the store)
+        if len(fields) > 4 and fields[4]:  # %(symref): git read through it
+            snapshots.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
+        elif kind == "blob":  # (every field given: once per ref of the store)
             snapshots.append(Snapshot._of((ref, oid, data, None, None)))
         else:
             snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))

@@ -62,3 +62,35 @@ def warnings(environ: Mapping[str, str] | None = None) -> list[str]:
     if names:
         return [f"gitlease: WARNING: ignoring the test-only {', '.join(names)} (not a test)"]
     return []
+
+
+#: Test-only: the name of a pause point (:func:`pause`) at which a command stops.
+PAUSE = "GITLEASE_TESTING_PAUSE"
+#: Test-only: the directory where a paused command says so and waits to go on.
+PAUSE_DIR = "GITLEASE_TESTING_PAUSE_DIR"
+#: How long a paused command waits for its go file before it goes on regardless.
+_PAUSE_LIMIT_SECONDS = 300.0
+
+
+def pause(point: str, environ: Mapping[str, str] | None = None) -> None:
+    """At the pause point ``point``, when the tests asked for it: write
+    ``<PAUSE_DIR>/<point>.paused`` (holding this pid), then wait for ``<point>.go``.
+
+    This lets a test stop a real process at an exact moment (after a snapshot, after a
+    write) and act meanwhile (take a claim, send a signal) without any wall-clock margin.
+    Outside a test (the gate unset) it does nothing.
+    """
+    env = os.environ if environ is None else environ
+    if switch(PAUSE, env) != point or not switch(PAUSE_DIR, env):
+        return
+    import time  # (only on this test-only path)
+
+    directory = env[PAUSE_DIR]
+    go = os.path.join(directory, f"{point}.go")
+    tmp = os.path.join(directory, f".{point}.paused.{os.getpid()}")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(f"{os.getpid()}\n")
+    os.replace(tmp, os.path.join(directory, f"{point}.paused"))
+    deadline = time.monotonic() + _PAUSE_LIMIT_SECONDS
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.01)

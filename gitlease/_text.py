@@ -6,6 +6,8 @@ unescaped. The rules differ because their texts and readers differ, and each say
 
 * :func:`printable`: a record field (owner, note, resource...) on one line, as the CLI
   prints it; control characters and lone surrogates become escapes.
+* :func:`visible`: the whole output of a command for people; also invisible format
+  characters (bidi controls, zero-width spaces) become escapes.
 * :func:`printable_strict`: a commit's trailer or a record named in a fence refusal, which a
   developer reads in a push's ``remote:`` lines; every character Python does not call
   printable (also Unicode format and separator characters) becomes an escape.
@@ -41,6 +43,43 @@ def _escape_char(match: re.Match[str]) -> str:
     if named:
         return named
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+#: Unicode categories of characters that change how text around them looks without being
+#: seen: format characters (bidi overrides and isolates, zero-width spaces and joiners, the
+#: soft hyphen) and the line and paragraph separators.
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def is_invisible(ch: str) -> bool:
+    """Whether ``ch`` is a format character or a line/paragraph separator (see above)."""
+    import unicodedata
+
+    return unicodedata.category(ch) in INVISIBLE_CATEGORIES
+
+
+def visible(text: str) -> str:
+    """:func:`printable`, and every invisible character (:func:`is_invisible`) as its
+    ``\\u`` escape: a resource spelled with U+202E or U+200B never reaches a terminal
+    raw, so two names that differ only by one never print alike."""
+    return escape_invisible(printable(text))
+
+
+def escape_invisible(text: str) -> str:
+    """Only the invisible characters of ``text`` (:func:`is_invisible`) as escapes; lines
+    and everything else kept (the net over a whole output, which keeps its newlines)."""
+    if text.isascii():
+        return text
+    return _NON_ASCII.sub(_escape_invisible, text)
+
+
+def _escape_invisible(match: re.Match[str]) -> str:
+    ch = match.group()
+    if not is_invisible(ch):
+        return ch
+    code = ord(ch)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def printable_strict(text: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
 
+from . import _testing, highwater, ownership, reservation
 from . import bindings as bindings_mod
-from . import highwater, ownership, reservation
 from ._gitread import Snapshot
 from .claim import (
     Claim,
@@ -31,6 +31,7 @@ from .errors import (
     HeldError,
     StoreError,
 )
+from .interrupts import window
 from .receipts import ClaimRef, Receipt
 from .record import (
     HELD,
@@ -61,10 +62,14 @@ def acquire_claims(
     check_bindings(store, request)  # likewise, before anything is written
 
     def attempt() -> tuple[list[Claim], Receipt]:
-        _refuse_early(store, request, line)
-        reserve = reservation.reserve(request.receipt, str(store.git_dir))
-        with guards(store, request.refs), reserve as held:
-            written, rec = take(store, request, held)
+        try:
+            _refuse_early(store, request, line)
+            reserve = reservation.reserve(request.receipt, str(store.git_dir))
+            with guards(store, request.refs), reserve as held:
+                written, rec = take(store, request, held)
+        except HeldError as exc:
+            line.stand_for(_blocking(request, exc))  # (a bundle: never hold a free member)
+            raise
         bound = finish_acquire(store, request, rec, written)
         return [c.replace(bound=bound) for c in written], rec
 
@@ -75,6 +80,12 @@ def acquire_claims(
         line=line,
         longest_pause=store.wait_poll_seconds,
     )
+
+
+def _blocking(request: AcquireRequest, error: HeldError) -> tuple[str, ...]:
+    """The refs of ``request`` that refused it: the member ``error`` names (all, if none)."""
+    ref = (error.claim or {}).get("ref")
+    return (ref,) if ref in request.refs else request.refs
 
 
 def _binds(store: Store, request: AcquireRequest) -> bool:
@@ -174,7 +185,11 @@ def _judge_members(
             raise corrupt_error(claim)
         _refuse_rolled_back(store, claim, mark)
         if claim.state == "active":
-            raise held_error(claim, ownership.own_receipt_for(store, claim, request.receipt))
+            own = ownership.own_receipt_for(store, claim, request.receipt)
+            error = held_error(claim, own)
+            # this worktree's own claim, the one it works on (bound): no wait ends it
+            error.retryable = own is None or not ownership.mark_bound(store, [claim])[0].bound
+            raise error
     return claims
 
 
@@ -328,6 +343,7 @@ def _commit_acquire(
     what = f"bundle {first.bundle_id}" if first.bundle_id else first.claim_id
     message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
     updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
+    window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
     try:
         oids = store.compare_and_swap_many(updates, message)
     except BaseException as exc:
@@ -338,6 +354,7 @@ def _commit_acquire(
             oids = [store.read(r.ref).oid or "" for r in rec.claims]
         elif landed == 0:
             ownership.discard(store, rec)
+            window.cancel()
             raise
         else:
             raise AmbiguousError(
@@ -347,6 +364,7 @@ def _commit_acquire(
             ) from exc
     for record, snap in zip(records, snaps, strict=True):  # after the write, never before
         highwater.raise_to(store.git_dir, snap.ref, record.revision)
+    _testing.pause("after-write")  # (tests: a signal delivered right after the write)
     return [
         judge(Snapshot(s.ref, oid, r.raw), now, r.resource)
         for s, r, oid in zip(snaps, records, oids, strict=True)

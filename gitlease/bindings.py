@@ -25,7 +25,15 @@ from typing import Any, ClassVar
 
 from ._files import atomic_write
 from .errors import ReceiptError, StoreError, UsageError
-from .receipts import ClaimRef, Receipt, check_directory, private_dir, resource_key
+from .receipts import (
+    ClaimRef,
+    Receipt,
+    check_directory,
+    foreign_copy,
+    private_dir,
+    resource_key,
+    working_copy_of,
+)
 from .receipts import read as read_receipt
 from .value import Value
 
@@ -50,7 +58,10 @@ class Binding(Value):
 
 def unreadable(path: Path) -> str:
     """What the commit hooks say of a binding file they cannot read (they refuse the commit)."""
-    return f"the binding {path} is unreadable; run `gitlease unbind`"
+    return (
+        f"the binding {path} is unreadable, or was written in another working copy (a copy "
+        "made with cp -a holds none of the original's claims); run `gitlease unbind`"
+    )
 
 
 def bound_claim(binding: Binding) -> tuple[Receipt, ClaimRef]:
@@ -88,7 +99,8 @@ def bind(worktree_git_dir: Path, binding: Binding) -> Path:
     directory = bindings_dir(worktree_git_dir)
     private_dir(directory, "bindings directory")
     path = _path(worktree_git_dir, binding.ref)
-    data = (json.dumps(binding.as_dict(), indent=2) + "\n").encode("utf-8")
+    doc = {**binding.as_dict(), "working_copy": working_copy_of(path)}  # (see receipts)
+    data = (json.dumps(doc, indent=2) + "\n").encode("utf-8")
     try:
         atomic_write(path, data, durable=False)  # lost to a power cut: the hook checks less
     except OSError as exc:
@@ -169,6 +181,8 @@ def _read_binding(path: Path, *, trusted: bool = True) -> Binding | None:
             return None
         trusted = trusted and st.st_uid == os.getuid() and not st.st_mode & 0o022
         doc = json.loads(os.read(fd, 1 << 16))
+        if foreign_copy(path, doc.get("working_copy")):
+            return None  # written in another working copy (a cp -a): refused, never followed
         oid = doc.get("oid") if trusted else None
         if not (isinstance(oid, str) and len(oid) in (40, 64) and _HEX.issuperset(oid)):
             oid = None

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from . import acquisition, core, ownership, request
 from ._gitread import Snapshot
 from .claim import Claim, judge
-from .clock import Now, parse_duration_ms
+from .clock import Now
+from .durations.parse import duration_ms
 from .errors import GitleaseError, UsageError
 from .reads import list_claims, mark_kept
 from .receipts import Receipt
@@ -71,7 +72,7 @@ def heartbeat(
 ) -> BundleResult:
     """Renew every member (LOST naming the member if one was lost)."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    new_ttl = request.resolve_ttl(ttl) if ttl is not None else None
+    new_ttl = request.resolve_ttl(ttl, store.location.worktree) if ttl is not None else None
     claims = core.renew_claims(store, rec, list(rec.claims), new_ttl)
     return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
 
@@ -98,7 +99,7 @@ def check(
 ) -> BundleResult:
     """The caller still holds every member (with at least ``min_remaining`` left)."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    need = duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
     store.refresh()
     claims = core.check_claims(store, rec, list(rec.claims), need)
     return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)

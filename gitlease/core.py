@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
-from . import keepers, ownership
+from . import keepers, ownership, receiptdir
 from ._gitread import Snapshot
 from .claim import (
     Claim,
@@ -31,6 +31,7 @@ from .claim import (
 from .clock import Now, format_duration, rfc3339
 from .errors import (
     CompareAndSwapFailed,
+    GitleaseError,
     LostError,
 )
 from .receipts import ClaimRef, Receipt
@@ -110,7 +111,21 @@ def renew_claims(
 
     # From what this host last saw: its own writes are mirrored at once, and if the
     # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
-    return with_cas_retry(attempt, refresh=store.refresh)
+    claims = with_cas_retry(attempt, refresh=store.refresh)
+    if new_ttl is not None:  # a keepalive of these claims renews at its old cadence: wake it
+        _wake_keepers(store, rec, claim_refs)
+    return claims
+
+
+def _wake_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
+    """Tell the keepalive processes of ``claim_refs`` to look again (their TTL changed)."""
+    try:
+        kept = keepers.by_claim(store.git_dir)
+    except (OSError, GitleaseError):
+        return
+    pids = {k.pid for c in claim_refs if (k := kept.get((c.ref, c.claim_id))) is not None}
+    for pid in pids:
+        receiptdir.poke(receiptdir.wake_path(rec.path, pid))
 
 
 def _renewed(record: Record, now: Now, ttl_ms: int, oid: str | None) -> Record:
@@ -172,7 +187,7 @@ def release_claims(
             return done + written
 
     claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
-    keepers.stop(store.git_dir, [(c.ref, c.claim_id) for c in claim_refs])  # its keepalive
+    _stop_keepers(store, rec, claim_refs)
     if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
         c.ref for c in rec.claims
     }:
@@ -182,6 +197,27 @@ def release_claims(
     ownership.unbind_all(store, claim_refs)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
+
+
+def _stop_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
+    """Stop the keepalive processes that keep nothing but ``claim_refs`` (just released).
+
+    One that keeps other claims too (a bundle's other members, one released on its own)
+    goes on keeping them: it is woken to look now, finds this member released, drops it
+    from what it keeps (and from the registry), and renews the others.
+    """
+    released = {(c.ref, c.claim_id) for c in claim_refs}
+    try:
+        kept = keepers.live(store.git_dir)
+    except (OSError, GitleaseError):
+        kept = []
+    whole = [k for k in kept if {(r, c) for _, r, c in k.claims} <= released]
+    for k in kept:
+        if k not in whole and any((r, c) in released for _, r, c in k.claims):
+            receiptdir.poke(receiptdir.wake_path(rec.path, k.pid))
+    stop = {(r, c) for k in whole for _, r, c in k.claims}
+    if stop:
+        keepers.stop(store.git_dir, sorted(stop))
 
 
 def _tombstone(record: Record, now: Now, checkpoint: str | None, oid: str | None) -> Record:

@@ -53,6 +53,9 @@ class HeldError(GitleaseError):
         #: The holder's :class:`~gitlease.claim.Claim` when it is known (``--wait`` shows it).
         self.holder = holder
         self.claims = claims
+        #: False when waiting cannot change the answer (the active claim is the caller's
+        #: own, bound to its worktree): ``--wait`` answers at once if it outlasts the wait.
+        self.retryable = True
 
 
 class LostError(GitleaseError):

@@ -36,7 +36,7 @@ from ._gitread import git_env
 from ._procs import Proc
 from .bundle import BundleResult
 from .claim import Claim
-from .clock import parse_duration_ms
+from .durations.parse import duration_ms
 from .errors import (
     AmbiguousError,
     GitleaseError,
@@ -102,7 +102,7 @@ def watched_process(while_pid: int | None = None, *, watch_from: int | None = No
 
 def max_ms(max_duration: str | int | None) -> int:
     """``--max`` in milliseconds (default 4 hours; more than zero)."""
-    ms = parse_duration_ms(DEFAULT_MAX if max_duration is None else max_duration, name="--max")
+    ms = duration_ms(DEFAULT_MAX if max_duration is None else max_duration, name="--max")
     if ms <= 0:
         raise UsageError(f"bad --max {max_duration!r}: more than zero")
     return ms

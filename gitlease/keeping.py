@@ -33,7 +33,7 @@ from .errors import (
     UsageError,
 )
 from .keepers import Keeper
-from .receiptdir import LOG_SUFFIX
+from .receiptdir import LOG_SUFFIX, WAKE_SUFFIX, wake_path
 from .receipts import ClaimRef, Receipt
 
 #: Without a pidfd (old kernels), how often the watched process is looked at.
@@ -125,6 +125,7 @@ class _Keeping:
             log=spec["log"],
         )
         keepers.register(self.store.git_dir, self.keeper)
+        self.wake_path, self.wake_fds = _open_wake(self.receipt_path)
         self.log(
             f"started: keeping {', '.join(self.resources)} alive while pid {self.watched.pid} "
             f"({self.watched.name}) lives, for {format_duration(self.limit_ms)} at most"
@@ -179,6 +180,9 @@ class _Keeping:
         except Exception:
             reason = "an unexpected error:\n" + traceback.format_exc()
         self.log(f"stopped: {reason}")
+        if self.wake_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.wake_path)
         try:
             keepers.unregister(self.store.git_dir, self.keeper.pid, self.keeper.start)
         except GitleaseError as exc:
@@ -206,12 +210,37 @@ class _Keeping:
                 ttl_ms = min(c.record.ttl_ms for c in self.claims if c.record is not None)
                 self.log(f"renewed: {format_duration(self._left_ms())} left")
             except LostError as exc:
-                return f"LOST: {exc}"
+                if not self._drop_released(exc):
+                    return f"LOST: {exc}"
+                due = _clock()  # the others: renewed at once
+                continue
             except GitleaseError as exc:
                 if self._left_ms() <= 0:
                     return f"the claim expired while renewing failed ({exc.code}: {exc})"
                 self.log(f"renewal failed, retrying in a third of the TTL ({exc.code}: {exc})")
             due = _clock() + ttl_ms / 3000
+
+    def _drop_released(self, error: LostError) -> bool:
+        """Whether ``error`` says one of several kept claims was released (a bundle member
+        released on its own): it is no longer kept, and the others still are."""
+        doc = error.claim or {}
+        if len(self.resources) < 2 or doc.get("state") != "released":
+            return False
+        try:
+            i = self.resources.index(str(doc.get("resource")))
+        except ValueError:
+            return False
+        if self.claim_ids[i] != doc.get("claim_id"):
+            return False
+        dropped = self.claim_ids[i]
+        del self.resources[i], self.claim_ids[i]
+        kept = self.keeper.replace(claims=tuple(c for c in self.keeper.claims if c[2] != dropped))
+        with contextlib.suppress(GitleaseError):  # (the registry says what is kept now)
+            keepers.unregister(self.store.git_dir, self.keeper.pid, self.keeper.start)
+            keepers.register(self.store.git_dir, kept)
+            self.keeper = kept
+        self.log(f"{doc['resource']} was released: keeping {', '.join(self.resources)}")
+        return True
 
     def _wait(self, due: float) -> str | None:
         """Sleep until ``due``; why to stop instead (told to, the watched process ended,
@@ -220,6 +249,8 @@ class _Keeping:
         poller.register(self.wake_r, select.POLLIN)
         if self.pidfd is not None:
             poller.register(self.pidfd, select.POLLIN)
+        if self.wake_fds is not None:
+            poller.register(self.wake_fds[0], select.POLLIN)
         while True:
             if self.stopping:
                 return "told to stop (by `release`, or by a signal)"
@@ -241,6 +272,34 @@ class _Keeping:
             poller.poll(max(1, int(timeout * 1000) + 1))
             with contextlib.suppress(OSError):
                 os.read(self.wake_r, 512)
+            if self.wake_fds is not None and _drained(self.wake_fds[0]):
+                self.log("woken: the claim's TTL changed; renewing now")
+                return None  # a heartbeat changed the TTL: renew now, then at its cadence
+
+
+def _open_wake(receipt_path: Path) -> tuple[Path | None, tuple[int, int] | None]:
+    """The FIFO a heartbeat that changes the TTL pokes (:func:`gitlease.receiptdir.poke`):
+    its path and (read end, a write end of our own, so it never reads as hung up). None
+    where it cannot be made: the keepalive then keeps its cadence until its next renewal."""
+    path = wake_path(receipt_path, os.getpid())
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a pid reused after a keepalive killed with kill -9
+        os.mkfifo(path, 0o600)
+        r = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        w = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None, None
+    return path, (r, w)
+
+
+def _drained(fd: int) -> bool:
+    """Whether the FIFO ``fd`` had anything to read (all of it read)."""
+    got = False
+    with contextlib.suppress(OSError):
+        while os.read(fd, 512):
+            got = True
+    return got
 
 
 def _clock() -> float:
@@ -267,6 +326,12 @@ def _tidy_logs(directory: Path) -> None:
     except OSError:
         return
     for entry in entries:
+        if entry.name.endswith(WAKE_SUFFIX):  # the FIFO of a keepalive killed with kill -9
+            pid = entry.name.removesuffix(WAKE_SUFFIX).rsplit(".", 1)[-1]
+            if pid.isascii() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+            continue
         if not entry.name.endswith(LOG_SUFFIX):
             continue
         stem = entry.name.removesuffix(LOG_SUFFIX)

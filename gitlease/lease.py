@@ -16,7 +16,7 @@ from . import bindings as bindings_mod
 from . import receipts as receipts_mod
 from .bindings import Binding
 from .claim import Claim
-from .clock import parse_duration_ms
+from .durations.parse import duration_ms
 from .errors import UsageError
 from .receipts import Receipt
 from .request import AcquireOptions
@@ -85,7 +85,7 @@ def acquire_first_free(
     ``skipped``). HELD when none can be taken, with ``exc.claims`` naming each
     candidate; with ``wait``, waits until one can. ``options`` as for :func:`acquire`.
     """
-    asked = request.first_free_request(candidates, **options)
+    asked = request.first_free_request(candidates, worktree=store.location.worktree, **options)
     claim, rec, skipped = firstfree.acquire_first_free(store, asked, on_wait=on_wait)
     return Acquired(claim, rec, tuple(skipped))
 
@@ -98,7 +98,7 @@ def heartbeat(
     receipt: Receipted = None,
 ) -> Claim:
     """Extend the caller's claim by its TTL (or a new one). LOST if it expired: never revived."""
-    new_ttl = request.resolve_ttl(ttl) if ttl is not None else None
+    new_ttl = request.resolve_ttl(ttl, store.location.worktree) if ttl is not None else None
     store.prepare_write()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
     return ownership.mark_bound(store, core.renew_claims(store, rec, [claim_ref], new_ttl))[0]
@@ -125,7 +125,7 @@ def check(
     receipt: Receipted = None,
 ) -> Claim:
     """The re-check before a durable write: held, and with at least ``min_remaining`` left."""
-    need = parse_duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    need = duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
     store.refresh()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
     return ownership.mark_bound(store, core.check_claims(store, rec, [claim_ref], need))[0]

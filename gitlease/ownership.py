@@ -31,6 +31,7 @@ from .errors import (
     LostError,
     PartialBundleError,
     ReceiptError,
+    StoreError,
     UsageError,
 )
 from .location import state_home
@@ -383,6 +384,15 @@ def write_new(store: Store, rec: Receipt, reserved: reservation.Reserved | None)
         reserved.write(rec)
     else:
         receiptdir.store_new(receipt_dir(store), rec)
+    try:  # read back what was written: a receipt that cannot prove its claims is no receipt
+        back: Receipt | None = receipts_mod.read(rec.path)
+    except GitleaseError:
+        back = None
+    if back != rec:
+        discard(store, rec)
+        raise StoreError(
+            f"the receipt {rec.path} does not read back as written; nothing was claimed"
+        )
 
 
 def note_landed(store: Store, claims: Sequence[Claim]) -> None:

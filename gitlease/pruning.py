@@ -22,7 +22,8 @@ from . import floors, guards, highwater, keepers, receiptdir, retention
 from ._files import atomic_write, flock_polling, open_lock_file
 from ._gitread import Snapshot, parse_reflog
 from .claim import Claim, judge
-from .clock import Now, parse_duration_ms, parse_rfc3339, rfc3339
+from .clock import Now, parse_rfc3339, rfc3339
+from .durations.parse import duration_ms
 from .errors import CompareAndSwapFailed, GitleaseError, StoreError, UsageError
 from .ownership import receipt_dir
 from .reads import newest_written
@@ -134,7 +135,7 @@ def retain(
     elif older_than == retention.NEVER:
         tombstone_ms = None
     else:
-        tombstone_ms = parse_duration_ms(older_than, name="--older-than")
+        tombstone_ms = duration_ms(older_than, name="--older-than")
     result = Retention(policy)
     if auto and not policy.auto:
         result.skipped = "gitlease.autoPrune is false"
@@ -378,7 +379,7 @@ def _tidy_receipts(store: Store, claims: dict[str, Claim], now: Now, result: Ret
     """This worktree's receipts that can prove nothing: released more than a day ago, or
     naming no current claim (the rules of acquire and of ``verify --repair``)."""
     removed = receiptdir.sweep(receipt_dir(store), limit=1 << 30, every_hour=True)
-    removed += sum(p.repaired for p in orphan_receipts(store, claims, now, repair=True))
+    removed += sum(p.repaired for p in orphan_receipts(store, claims, now, repair=True, spent=True))
     result.removed["receipts"] += removed
 
 

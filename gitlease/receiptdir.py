@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from itertools import islice
@@ -45,6 +46,8 @@ SPENT_RECEIPT_SECONDS = 86_400
 SWEEP_LIMIT = 8
 #: The keepalive of a receipt logs next to it: ``<receipt without .json>.keepalive.log``.
 LOG_SUFFIX = ".keepalive.log"
+#: A keepalive listens for a changed TTL on ``<receipt without .json>.keepalive.<pid>.wake``.
+WAKE_SUFFIX = ".wake"
 _LAYOUT = "layout"
 _HELD, _SPENT, _BUNDLES = "held", "spent", "bundles"
 _FLAT = re.compile(r"(?:[0-9a-f]{16}-[^/]+|bundle-[^/]+)\.json")
@@ -70,6 +73,29 @@ def bundle_path(directory: Path, bundle_id: str) -> Path:
 def log_path(receipt_path: Path) -> Path:
     """Where the keepalive of a receipt logs: next to it, private like it."""
     return receipt_path.with_name(receipt_path.name.removesuffix(".json") + LOG_SUFFIX)
+
+
+def wake_path(receipt_path: Path, pid: int) -> Path:
+    """The FIFO on which the keepalive ``pid`` of a receipt is told to look again (a
+    heartbeat changed the TTL it keeps at): ``<receipt without .json>.keepalive.<pid>.wake``."""
+    stem = receipt_path.name.removesuffix(".json")
+    return receipt_path.with_name(f"{stem}.keepalive.{pid}{WAKE_SUFFIX}")
+
+
+def poke(path: Path) -> None:
+    """Wake the keepalive listening on the FIFO ``path``, if one does (best effort; a file
+    that is not a FIFO is never written, a FIFO nobody reads is left alone)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # none, or nobody listening (ENXIO)
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b"\n")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _entry(rec: Receipt) -> str:

@@ -46,6 +46,10 @@ class ClaimRef(Value):
     oid: str | None
 
 
+#: The largest receipt that is written, and read (1 MiB).
+MAX_RECEIPT_BYTES = 1 << 20
+
+
 class Receipt(Value):
     """A caller's proof of ownership. ``token`` is None once the claim was released."""
 
@@ -81,15 +85,42 @@ class Receipt(Value):
             "    }"
             for c in self.claims
         )
+        copy = working_copy_of(self.path)
         return (
             "{\n"
             f'  "version": {_VERSION},\n'
             f'  "store": {_str(self.store)},\n'
-            f'  "bundle_id": {_str(self.bundle_id)},\n'
+            + (f'  "working_copy": {_str(copy)},\n' if copy is not None else "")
+            + f'  "bundle_id": {_str(self.bundle_id)},\n'
             f'  "claims": [\n{claims}\n  ],\n'
             f'  "token": {_str(self.token)}\n'
             "}\n"
         )
+
+
+def working_copy_of(path: Path) -> str | None:
+    """The working copy a receipt or binding file at ``path`` belongs to: the device and
+    inode of the git directory whose ``worklease/receipts/`` or ``worklease/bindings/``
+    holds it (None for a file elsewhere, an explicit ``--receipt`` path).
+
+    A copy of a working copy (``cp -a``, a restored backup) has a new git directory, so
+    its copied receipts and bindings name another one and are refused there: a copy is
+    never the original's holder. (A move within one file system keeps the inode.)
+    """
+    for parent in path.parents:
+        if parent.name in ("receipts", "bindings") and parent.parent.name == "worklease":
+            try:
+                st = os.stat(parent.parent.parent)
+            except OSError:
+                return None
+            return f"{st.st_dev}:{st.st_ino}"
+    return None
+
+
+def foreign_copy(path: Path, recorded: object) -> bool:
+    """Whether a file at ``path`` that recorded the working copy ``recorded`` was written
+    in another working copy than the one it is in now (a file without one: never)."""
+    return isinstance(recorded, str) and recorded != working_copy_of(path)
 
 
 def _str(text: str | None) -> str:
@@ -149,9 +180,15 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     (:func:`check_directory`); it must exist.
     """
     path = receipt.path
+    body = receipt.to_json().encode("utf-8")
+    if len(body) > MAX_RECEIPT_BYTES:  # it could not be read back: refuse before any claim
+        raise UsageError(
+            f"the receipt would be {len(body)} bytes; at most {MAX_RECEIPT_BYTES} can be read "
+            "back: claim fewer or shorter resources at once"
+        )
     check_directory(path.parent)
     try:
-        atomic_write(path, receipt.to_json().encode("utf-8"), durable=False, exclusive=exclusive)
+        atomic_write(path, body, durable=False, exclusive=exclusive)
     except FileExistsError:
         raise UsageError(f"receipt {path} already exists") from None
     except OSError as exc:
@@ -184,7 +221,9 @@ def read(path: Path) -> Receipt:
             )
         if st.st_uid != os.getuid():
             raise ReceiptError(f"receipt {path} belongs to another user; it is not trusted")
-        raw = os.read(fd, 1 << 20)
+        raw = os.read(fd, MAX_RECEIPT_BYTES + 1)
+        if len(raw) > MAX_RECEIPT_BYTES:
+            raise ReceiptError(f"receipt {path} is over {MAX_RECEIPT_BYTES} bytes: not a receipt")
     finally:
         os.close(fd)
     return parse(path, raw)
@@ -205,6 +244,12 @@ def parse(path: Path, raw: bytes) -> Receipt:
             raise ValueError
     except (ValueError, KeyError, TypeError):
         raise ReceiptError(f"receipt {path} is corrupt; it cannot prove ownership") from None
+    if foreign_copy(path, doc.get("working_copy")):
+        raise ReceiptError(
+            f"receipt {path} was written in another working copy (this one is a copy, made "
+            "with cp -a or restored from a backup?): it proves nothing here, and the "
+            "original keeps its claims. Acquire your own claim in this working copy"
+        )
     return Receipt(path, doc["store"], token, claims, bundle_id)
 
 

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from . import reservation
-from .clock import parse_duration_ms
+from .clock import format_duration
+from .durations.parse import duration_ms
 from .errors import UsageError
+from .names.spelling import check_new_resource
 from .record import COORDINATION_ONLY, GUARDED, check_text
 from .refname import encode, validate_resource
 from .scopes.wildmatch import check_patterns
@@ -27,14 +29,41 @@ DEFAULT_TTL_MS = 15 * 60_000
 MIN_TTL_MS = 1_000
 
 
-def resolve_ttl(ttl: str | int | None) -> int:
-    """A TTL in milliseconds (default 15 minutes, at least 1 second)."""
+def resolve_ttl(ttl: str | int | None, worktree: Path | None = None) -> int:
+    """A TTL in milliseconds (default 15 minutes, at least 1 second, at most
+    ``gitlease.maxTtl``: a crashed agent must not block a unit for months)."""
     if ttl is None:
         return DEFAULT_TTL_MS
-    ms = parse_duration_ms(ttl, name="TTL")
+    ms = duration_ms(ttl, name="TTL")
     if ms < MIN_TTL_MS:
         raise UsageError(f"bad TTL {ttl!r}: at least 1s")
+    limit, where = max_ttl_ms(worktree)
+    if ms > limit:
+        raise UsageError(
+            f"bad TTL {ttl!r}: at most {format_duration(limit)} ({where}); a longer piece "
+            "of work renews its claim (heartbeat, keepalive) instead"
+        )
     return ms
+
+
+#: The longest TTL when ``gitlease.maxTtl`` is not set: a day.
+DEFAULT_MAX_TTL_MS = 86_400_000
+MAX_TTL_CONFIG = "gitlease.maxTtl"
+
+
+def max_ttl_ms(worktree: Path | None = None) -> tuple[int, str]:
+    """The longest TTL allowed, and where it comes from: ``git config gitlease.maxTtl`` (read
+    from ``worktree``, any scope), else a day. USAGE for a value that is not a duration."""
+    import subprocess
+
+    cmd = ["git", *(["-C", str(worktree)] if worktree else []), "config", "--get", MAX_TTL_CONFIG]
+    try:
+        found = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        found = ""
+    if not found:
+        return DEFAULT_MAX_TTL_MS, f"the default; set {MAX_TTL_CONFIG} to change it"
+    return duration_ms(found, name=MAX_TTL_CONFIG), f"{MAX_TTL_CONFIG} = {found}"
 
 
 def default_owner(worktree: Path | None = None) -> str:
@@ -92,6 +121,12 @@ class AcquireOptions(TypedDict, total=False):
     paths: Iterable[str] | None  #: path scopes the claim reserves (patterns; default none)
 
 
+#: The most members one bundle may have: the receipt of the largest such bundle (every name
+#: of the longest, most escaped kind, the longest paths) stays well under
+#: :data:`gitlease.receipts.MAX_RECEIPT_BYTES`, so it can always be read back.
+MAX_BUNDLE_MEMBERS = 256
+
+
 def acquire_request(
     resources: Iterable[str],
     *,
@@ -106,8 +141,13 @@ def acquire_request(
     names = tuple(resources)
     if not names:
         raise UsageError("name at least one resource")
+    if bundle and len(names) > MAX_BUNDLE_MEMBERS:
+        raise UsageError(
+            f"a bundle has {len(names)} members; at most {MAX_BUNDLE_MEMBERS} are allowed "
+            "(its receipt must stay readable): split the work into smaller bundles"
+        )
     for resource in names:
-        validate_resource(resource)
+        check_new_resource(validate_resource(resource))
     refs = tuple(encode(r) for r in names)
     if len(set(refs)) != len(refs):
         dupes = sorted({r for r, ref in zip(names, refs, strict=True) if refs.count(ref) > 1})
@@ -115,10 +155,10 @@ def acquire_request(
     note = options.get("note")
     if note is not None:
         check_text(note, "the note")
-    ttl_ms = resolve_ttl(options.get("ttl"))
+    ttl_ms = resolve_ttl(options.get("ttl"), worktree)
     owner = resolve_owner(options.get("owner"), worktree)
     wait = options.get("wait")
-    wait_ms = parse_duration_ms(wait, name="--wait") if wait is not None else None
+    wait_ms = duration_ms(wait, name="--wait") if wait is not None else None
     explicit = reservation.explicit_path(options.get("receipt"))
     if explicit is not None:
         reservation.check_explicit_location(explicit)
@@ -131,7 +171,10 @@ def acquire_request(
 
 
 def first_free_request(
-    candidates: Iterable[str], **options: Unpack[AcquireOptions]
+    candidates: Iterable[str],
+    *,
+    worktree: Path | None = None,
+    **options: Unpack[AcquireOptions],
 ) -> AcquireRequest:
     """Check an ``acquire --first-free``: the candidates in order (repeats dropped), each a
     valid resource, and the acquire options (USAGE on anything wrong; nothing was touched)."""
@@ -140,9 +183,9 @@ def first_free_request(
         raise UsageError("--first-free: name at least one candidate (`-`: one a line on stdin)")
     for number, resource in enumerate(names, 1):
         try:
-            validate_resource(resource)
+            check_new_resource(validate_resource(resource))
         except UsageError as exc:
             raise UsageError(
                 f"--first-free: candidate {number}: {exc}; nothing was acquired"
             ) from None
-    return acquire_request(names, **options)
+    return acquire_request(names, worktree=worktree, **options)

@@ -20,7 +20,15 @@ from pathlib import Path
 
 from ._files import flock_polling
 from .errors import HeldError, ReceiptError, StoreError, UsageError
-from .receipts import RECEIPT_ENV, Receipt, check_directory, parse, private_dir, remove
+from .receipts import (
+    MAX_RECEIPT_BYTES,
+    RECEIPT_ENV,
+    Receipt,
+    check_directory,
+    parse,
+    private_dir,
+    remove,
+)
 
 
 def explicit_path(path: str | os.PathLike[str] | None) -> Path | None:
@@ -91,6 +99,11 @@ class Reserved:
     def write(self, receipt: Receipt) -> None:
         """The acquire's first write of the receipt: in place, under the lock, mode 0600."""
         data = receipt.to_json().encode("utf-8")
+        if len(data) > MAX_RECEIPT_BYTES:
+            raise UsageError(
+                f"the receipt would be {len(data)} bytes; at most {MAX_RECEIPT_BYTES} can be "
+                "read back: claim fewer or shorter resources at once"
+            )
         try:
             os.fchmod(self.fd, 0o600)
             os.ftruncate(self.fd, 0)

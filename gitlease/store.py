@@ -37,10 +37,12 @@ from ._catfile import BatchReader
 from ._files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ._gitread import (
     OID,
+    SYMBOLIC,
     UNREADABLE_OID,
     Snapshot,
     broken_refs,
     git_env,
+    is_symbolic,
     packed_refs_problem,
     parse_for_each_ref,
     parse_reflog,
@@ -164,6 +166,8 @@ class Store:
         (``for-each-ref`` with a full ref name still lists the whole directory, which
         costs O(claims).) None when git cannot name an object for ``ref``.
         """
+        if is_symbolic(self.git_dir, ref):  # git reads through it; libgit2 cannot write it
+            return Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC)
         result = self._git("cat-file", "--batch", input=ref.encode("utf-8") + b"\n")
         header, _, rest = result.stdout.partition(b"\n")
         parts = header.split(b" ")
@@ -185,13 +189,17 @@ class Store:
         """
         if not refs:
             return []
-        listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", PREFIX)
+        listed = self._git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
         if listed.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(listed)}")
         oids: dict[str, str] = {}
+        symbolic: set[str] = set()
         for line in listed.stdout.decode("utf-8", "replace").splitlines():
-            oid, _, ref = line.partition(" ")
+            oid, _, rest = line.partition(" ")
+            ref, _, target = rest.partition(" ")
             oids[ref] = oid
+            if target:
+                symbolic.add(ref)
         broken = {}
         if b"ignoring broken ref" in listed.stderr:
             broken = {s.ref: s for s in broken_refs(listed.stderr, PREFIX)}
@@ -200,6 +208,8 @@ class Store:
         for ref in refs:
             if ref in broken:
                 out.append(broken[ref])
+            elif ref in symbolic:
+                out.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
             elif ref not in oids:
                 out.append(Snapshot(ref, None, None))
             else:
@@ -241,7 +251,7 @@ class Store:
         return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
-        fmt = "%(refname) %(objectname) %(objecttype) %(raw:size)%0a%(raw)"
+        fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
         result = self._git("for-each-ref", f"--format={fmt}", pattern)
         if result.returncode != 0:
             if b"missing object" in result.stderr:
@@ -254,12 +264,17 @@ class Store:
 
     def _for_each_ref_slow(self, pattern: str) -> list[Snapshot]:
         """Names and ids first, then each blob: survives a missing object behind a ref."""
-        result = self._git("for-each-ref", "--format=%(refname) %(objectname)", pattern)
+        fmt = "--format=%(refname) %(objectname) %(symref)"
+        result = self._git("for-each-ref", fmt, pattern)
         if result.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
         snapshots = []
         for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
-            ref, _, oid = line.partition(" ")
+            ref, _, rest = line.partition(" ")
+            oid, _, target = rest.partition(" ")
+            if target:
+                snapshots.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
+                continue
             data, problem = self.read_blob(oid)
             snapshots.append(Snapshot(ref, oid, data, problem))
         if b"ignoring broken ref" in result.stderr:
@@ -316,7 +331,7 @@ class Store:
                 return Snapshot(ref, UNREADABLE_OID, None, problem)
             return Snapshot(ref, None, None)
         if reference.type != pygit2.enums.ReferenceType.DIRECT:
-            return Snapshot(ref, UNREADABLE_OID, None, "the ref is symbolic")
+            return Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC)
         oid = str(reference.target)
         data, problem = self.read_blob(oid)
         return Snapshot(ref, oid, data, problem)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from . import highwater, receiptdir
+from . import _testing, guards, highwater, receiptdir
+from . import bindings as bindings_mod
 from . import receipts as receipts_mod
 from ._files import is_stale, lock_age, mtime
 from ._gitread import Snapshot, named_ids, parse_reflog
@@ -371,11 +373,16 @@ def _stale_locks(store: Store, repair: bool) -> list[Problem]:
 
 
 def orphan_receipts(
-    store: Store, current: dict[str, Claim], now: Now, repair: bool
+    store: Store, current: dict[str, Claim], now: Now, repair: bool, *, spent: bool = False
 ) -> list[Problem]:
-    """Receipts here whose claim is not the current one: they can never prove anything again."""
+    """Receipts here whose claim is not the current one: they can never prove anything again.
+
+    A spent receipt (released: no token) is housekeeping, not a problem: ``verify`` passes
+    over it; the retention pass (``spent``) removes it as well once its claim is not current.
+    """
     directory = receipt_dir(store)
     problems: list[Problem] = []
+    _testing.pause("orphan-receipts")  # (tests: stall here, after the snapshot)
     for path in receiptdir.every_receipt(directory):
         try:
             rec = receipts_mod.read(path)
@@ -401,6 +408,8 @@ def orphan_receipts(
             continue
         if live:
             continue
+        if rec.token is None and not spent:
+            continue  # spent (released): housekeeping for the daily tidy, never a problem
         young = time.time() - mtime(path) < 60  # an acquire may be in flight
         if rec.token and young:
             continue
@@ -410,11 +419,62 @@ def orphan_receipts(
             f"receipt for {', '.join(c.resource for c in rec.claims)} names no current claim",
         )
         if repair:
-            receipts_mod.remove(path)
-            problem.repaired = True
-            problem.message += "; removed"
+            why_not = _remove_if_orphan(store, path, rec)
+            if why_not is None:
+                problem.repaired = True
+                problem.message += "; removed"
+            else:
+                problem.message += f"; not removed: {why_not}"
         problems.append(problem)
     return problems
+
+
+def _remove_if_orphan(store: Store, path: Path, rec: receipts_mod.Receipt) -> str | None:
+    """Remove the receipt ``rec`` at ``path`` only if, judged again under the guards of its
+    resources at the moment of removal, it still names no current claim; else say why not.
+
+    The snapshot the caller judged by may be old (a stalled ``verify --repair`` or ``prune``):
+    a claim taken meanwhile writes its receipt under the guard before its ref, so under the
+    guard both are final, and a receipt whose claim is now current is kept.
+    """
+    refs = sorted({c.ref for c in rec.claims})
+    absent: list[str] = []
+    try:
+        with ExitStack() as held:
+            for ref in refs:
+                held.enter_context(store.guard(ref))
+            now = Now.read()
+            for c in rec.claims:
+                snap = store.read(c.ref)
+                if snap.oid is None:
+                    absent.append(c.ref)
+                claim = judge(snap, now, c.resource)
+                if _is_current(claim, c.claim_id):
+                    return f"{c.resource} is now held by this claim"
+            try:
+                again = receipts_mod.read(path)
+            except GitleaseError:
+                again = None
+            if again is not None and again != rec:
+                return "it changed meanwhile"
+            receipts_mod.remove(path)
+            _unbind_receipt(store, path)
+    except GitleaseError as exc:
+        return str(exc)
+    for ref in absent:  # (the guard of a resource without a ref is only a file: made on use)
+        guards.remove_unheld(store.guard_path(ref))
+    return None
+
+
+def _unbind_receipt(store: Store, path: Path) -> None:
+    """Drop this worktree's bindings that name the receipt at ``path`` (just removed): they
+    could only refuse commits for a claim nothing proves any more."""
+    wt = store.location.worktree_git_dir
+    if wt is None:
+        return
+    for binding in bindings_mod.bindings(wt):
+        if isinstance(binding, bindings_mod.Binding) and binding.receipt == str(path):
+            bindings_mod.unbind(wt, binding.ref, binding.claim_id)
 
 
 def _is_current(claim: Claim | None, claim_id: str) -> bool:

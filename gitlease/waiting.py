@@ -85,6 +85,8 @@ def _retry(
         try:
             return attempt()
         except (HeldError, CompareAndSwapFailed) as exc:
+            if isinstance(exc, HeldError) and _hopeless(exc, deadline_ms - _ms_since(started)):
+                raise  # (the caller's own claim outlasts the wait: it would end the same way)
             error = exc
         waited = int((time.monotonic() - started) * 1000)
         if waited >= deadline_ms:
@@ -115,6 +117,22 @@ def _retry(
             ahead = _ahead(line)
             if ahead == 0:
                 break
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _hopeless(error: HeldError, left_ms: int) -> bool:
+    """Whether waiting ``left_ms`` more cannot change ``error``: the active claim is the
+    caller's own, bound to its worktree (:attr:`HeldError.retryable` False), and lasts
+    longer than the wait (one that expires within it: wait then). An unbound claim of the
+    same worktree may be another process's, released any time: waited for as any other."""
+    if error.retryable:
+        return False
+    holder = error.holder
+    expires_in = holder.expires_in_ms if isinstance(holder, Claim) else None
+    return expires_in is None or expires_in >= left_ms
 
 
 def _ahead(line: Line) -> int:

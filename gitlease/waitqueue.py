@@ -53,10 +53,22 @@ def queue_dir(git_dir: Path) -> Path:
 class Ticket:
     """This caller's place in the queue: held (locked) until :meth:`leave`."""
 
-    def __init__(self, path: Path, seq: int, fd: int) -> None:
+    def __init__(self, path: Path, seq: int, fd: int, refs: tuple[str, ...] = ()) -> None:
         self.path = path
         self.seq = seq
         self.fd = fd
+        #: The refs the ticket names now.
+        self.refs = refs
+
+    def replace_body(self, body: bytes, refs: tuple[str, ...]) -> None:
+        """Name other refs, keeping the ticket's place: a new file, locked before it takes
+        the ticket's name (as at the join), then the old one let go. A reader sees the old
+        file (still locked) or the new one (locked): never a dead-looking ticket."""
+        tmp = self.path.with_name(f".{self.path.name}-{os.urandom(4).hex()}.tmp")
+        fd = _locked_file(tmp, body, self.path)
+        old, self.fd, self.refs = self.fd, fd, refs
+        with contextlib.suppress(OSError):
+            os.close(old)
 
     def touch(self) -> None:
         """Show that this waiter is still looking (see :data:`STALE_SECONDS`)."""
@@ -125,6 +137,21 @@ class Line:
         if self.ticket is not None:
             self.ticket.touch()
 
+    def stand_for(self, refs: Iterable[str]) -> None:
+        """Let this caller's ticket name only ``refs``, those that refused its last try.
+
+        A bundle waiter needs every member at once: while one member is held by someone
+        else, its ticket must not make the free members untakeable for others (a free
+        resource is never held hostage by a wait). It stands in line for what blocks it,
+        and for everything again once nothing does. The ticket keeps its place
+        (:meth:`Ticket.replace_body`); best effort: a failure leaves the ticket as it was.
+        """
+        wanted = tuple(r for r in self.refs if r in set(refs)) or self.refs
+        if self.ticket is None or wanted == self.ticket.refs:
+            return
+        with contextlib.suppress(OSError):
+            self.ticket.replace_body(_body(wanted), wanted)
+
     # ------------------------------------------------------------------ internals
 
     def _join(self) -> Ticket:
@@ -138,25 +165,17 @@ class Line:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {directory}: {exc.strerror or exc}") from None
-        body = (_MAGIC + "\n" + "".join(ref + "\n" for ref in self.refs)).encode("utf-8")
+        body = _body(self.refs)
         with flocked(lock, wait=JOIN_WAIT_SECONDS, busy=busy):
             seqs = [s for s in (_seq(n) for n in os.listdir(directory)) if s is not None]
             seq = max(seqs, default=0) + 1
             name = f"w-{seq:016d}-{os.getpid()}"
             tmp = directory / f".{name}-{os.urandom(4).hex()}.tmp"
-            fd = open_lock_file(tmp)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # ours before anyone can see the name
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.rename(tmp, directory / name)
+                fd = _locked_file(tmp, body, directory / name)
             except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                os.close(fd)
                 raise StoreError(f"cannot join the queue in {directory}: {exc}") from None
-        return Ticket(directory / name, seq, fd)
+        return Ticket(directory / name, seq, fd, self.refs)
 
     def _live_refs(self, name: str) -> frozenset[str]:
         """The refs a waiter's ticket names, if the waiter is alive and looking; else none.
@@ -205,6 +224,28 @@ class Line:
             return
         _remove_if_same(path, fd)
         os.close(fd)
+
+
+def _body(refs: Iterable[str]) -> bytes:
+    return (_MAGIC + "\n" + "".join(ref + "\n" for ref in refs)).encode("utf-8")
+
+
+def _locked_file(tmp: Path, body: bytes, target: Path) -> int:
+    """Write ``body`` to ``tmp`` under an exclusive lock taken before anyone can see it,
+    then rename it to ``target``; its fd."""
+    fd = open_lock_file(tmp)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # ours before anyone can see the name
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.rename(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        os.close(fd)
+        raise
+    return fd
 
 
 def _seq(name: str) -> int | None:

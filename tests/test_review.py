@@ -135,19 +135,19 @@ def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
     assert cli("show", R, "--json").json["oid"] == doc["oid"], "nothing was written"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding: a symbolic ref under refs/worklease/ is read through by "
-    "check, list, verify and the commit hook (git cat-file / for-each-ref resolve it) but "
-    "is unreadable to the writes (pygit2): check says held, heartbeat says LOST and points "
-    "at verify, verify says ok",
-)
 def test_a_symbolic_ref_is_judged_alike_by_every_command(cli, repo: Path) -> None:
+    """Issue 29.20: a symbolic ref under refs/worklease/ was read through by check, list,
+    verify and the commit hook but unreadable to the writes: it is invalid for all."""
     doc = cli("acquire", R, "--no-bind", "--json").json
     store_git("update-ref", "refs/keep/review", doc["oid"], cwd=repo)
     store_git("symbolic-ref", REF, "refs/keep/review", cwd=repo)
     check, beat = cli("check", R), cli("heartbeat", R)
     assert (check.code == 0) == (beat.code == 0), f"check {check.code}, heartbeat {beat.code}"
+    assert check.code != 0, check
+    listed = {c["resource"]: c for c in cli("list", "--json").json["claims"]}
+    assert listed[R]["state"] == "invalid", listed[R]
+    shown = cli("show", R, "--json")
+    assert shown.code == 7 and "symbolic" in shown.out, shown
     assert cli("verify").code == 7, "a ref gitlease cannot write is a problem verify names"
 
 
@@ -193,13 +193,10 @@ def test_free_never_offers_a_ref_moved_back_that_acquire_refuses(cli, repo: Path
     assert [c["resource"] for c in got.json["claims"]] == ["review/2"], got
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding (before issues 14 and 20): `cp -a` of a working copy that has a "
-    "remote copies its receipts (tokens) and bindings, and both copies share the per-remote "
-    "store: the copy passes `check` and commits under the original's claim (two holders)",
-)
 def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path) -> None:
+    """Issue 29.19: `cp -a` of a working copy copied its receipts (tokens) and bindings into
+    a working copy sharing the store: the copy passed `check` and committed under the
+    original's claim. Receipts and bindings now name the working copy they were written in."""
     import shutil
 
     from conftest import git, make_repo, run_cli
@@ -218,6 +215,11 @@ def test_a_copied_working_copy_does_not_hold_the_originals_claim(tmp_path: Path)
     git("add", "change", cwd=copy)
     committed = subprocess.run(["git", "commit", "-qm", "x"], cwd=copy, capture_output=True)
     assert committed.returncode != 0, "a commit in the copy passed the check"
+    assert run_cli("check", R, cwd=repo).code == 0, "the original still holds its claim"
+    assert run_cli("heartbeat", R, cwd=repo).code == 0
+    (repo / "change").write_text("x\n")
+    git("add", "change", cwd=repo)
+    assert subprocess.run(["git", "commit", "-qm", "x"], cwd=repo).returncode == 0
 
 
 def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_member(

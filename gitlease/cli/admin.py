@@ -7,7 +7,7 @@ import click
 from .._text import printable
 from ..errors import StoreError
 from .app import Options, cli, command, emit, open_store
-from .hooks import commit_check_warning
+from .hooks import commit_check_warning, stale_binding_warnings
 
 
 @command(cli, "verify")
@@ -69,6 +69,7 @@ def bind(opts: Options, resource: str, receipt: str | None) -> None:
     claim = do_bind(store, resource, receipt)
     doc = claim.to_dict()
     commit_check_warning(opts, doc, store.location.worktree)
+    stale_binding_warnings(opts, doc, store, [claim.ref])
     emit(opts, doc, f"bound this worktree to {claim.describe()}")
 
 

@@ -155,7 +155,7 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
         if opts.json:
             output.print_json(doc)
         elif text:
-            click.echo(output.safe_text(text))
+            output.write_stdout(output.safe_text(text) + "\n")
         sys.stdout.flush()
     except OSError as exc:
         raise OutputFailed(exc) from None
@@ -167,7 +167,17 @@ def emit_taken(
     """:func:`emit` for a command that has just taken claims (``acquire``, ``bundle
     acquire``): if the answer cannot be written, ``undo`` releases them again first, so
     that no exit code but 0 leaves a claim behind (AMBIGUOUS, naming them, if even that
-    fails). See docs/reference/exit-codes.md."""
+    fails). So does SIGINT or SIGTERM received since the write (:mod:`gitlease.interrupts`):
+    then the exit is 130 or 143, with nothing held. See docs/reference/exit-codes.md."""
+    from ..interrupts import window
+
+    signum = window.pending()
+    if signum is not None:
+        name = "SIGINT" if signum == 2 else "SIGTERM"
+        undo(KeyboardInterrupt(f"{name} after the write"))
+        with contextlib.suppress(OSError):
+            click.echo(f"gitlease: interrupted ({name}); the claim was released again", err=True)
+        raise click.exceptions.Exit(128 + signum)
     try:
         emit(opts, doc, text)
     except OutputFailed as exc:

@@ -19,7 +19,7 @@ from .app import (
     open_store,
     shared_options,
 )
-from .hooks import commit_check_warning
+from .hooks import commit_check_warning, stale_binding_warnings
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 
@@ -74,6 +74,10 @@ def acquire(
     **options: Any,
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
+    from ..interrupts import window
+
+    window.arm()  # a signal after the write releases the claims again
+
     from .. import bundle as B
     from ..acquisition import undo_acquire
     from ..providers import canonical_key
@@ -91,6 +95,7 @@ def acquire(
     commit_check_warning(opts, bound, store.location.worktree)
     if "commit_check" in bound:
         doc["commit_check"] = bound["commit_check"]
+    stale_binding_warnings(opts, doc, store, [c.ref for c in result.claims])
     if keepalive:
         keeper = keep_acquired(store, result.receipt, watched)
         for claim in doc["claims"]:

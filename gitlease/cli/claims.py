@@ -26,7 +26,7 @@ from .app import (
     read_items,
     resolve_resource,
 )
-from .hooks import commit_check_warning
+from .hooks import commit_check_warning, stale_binding_warnings
 
 
 def _mode_note(doc: dict[str, Any]) -> str:
@@ -99,6 +99,9 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
+    from ..interrupts import window
+
+    window.arm()  # a signal after the write releases the claims again
     from ..acquisition import undo_acquire
 
     if first_free:
@@ -140,6 +143,7 @@ def acquire(
             )
     doc = result.to_dict()
     commit_check_warning(opts, doc, store.location.worktree)
+    stale_binding_warnings(opts, doc, store, [result.claim.ref])
     text = f"acquired {result.claim.describe()}\nreceipt {doc['receipt']}" + _mode_note(doc)
     if keepalive:
         keeper = keep_acquired(store, result.receipt, watched)
@@ -291,6 +295,7 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
+    from ..leftovers.stale import review
     from ..reads import list_document
 
     if watch:
@@ -302,8 +307,20 @@ def list_(
     if all_:
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
-    doc = list_document(open_store(opts), state=state, prefix=prefix)
-    emit(opts, doc, None if opts.json else output.claim_table(doc["claims"]))
+    store = open_store(opts)
+    doc = list_document(store, state=state, prefix=prefix)
+    stale = [s.to_dict() for s in review(store, drop=False)]
+    text = None
+    if not opts.json:
+        text = output.claim_table(doc["claims"])
+        text += "".join(
+            f"\nthis worktree has a stale binding to {printable(s['resource'])} "
+            f"(claim {s['claim_id']}): {printable(s['why'])}"
+            for s in stale
+        )
+    if stale:  # (only then: a plain list stays {"claims": [...]})
+        doc["stale_bindings"] = stale
+    emit(opts, doc, text)
     return None
 
 

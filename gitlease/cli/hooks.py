@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..errors import PreconditionError
-from .app import Options, cli, command, emit, shared_options
+from .app import Options, cli, command, emit, open_store, shared_options
 
 _LEAD = {"help_option_names": ["-h", "--help"]}
 _SERVER = click.option(
@@ -129,7 +129,38 @@ def status(opts: Options, server: bool) -> int:
     from .. import githooks
 
     report = githooks.status()
-    return _finish(opts, report, report.in_effect)
+    listed = _bindings(opts)
+    if listed is None:
+        return _finish(opts, report, report.in_effect)
+    doc, lines = report.to_dict(), [_text(report), *listed[1]]
+    doc["bindings"] = listed[0]
+    if report.in_effect:
+        emit(opts, doc, "\n".join(lines))
+        return 0
+    if opts.json:
+        emit(opts, doc, None)
+    else:
+        click.echo("\n".join(lines), err=True)
+    return PreconditionError.exit_code
+
+
+def _bindings(opts: Options) -> tuple[dict[str, Any], list[str]] | None:
+    """This worktree's bindings for ``hooks status``: active and stale, and their lines."""
+    from .._text import printable
+    from ..leftovers.stale import current_and_stale
+
+    try:
+        live, stale = current_and_stale(open_store(opts))
+    except Exception:  # (the hooks' state is the answer; the bindings only add to it)
+        return None
+    doc = {
+        "active": [{"resource": b.resource, "claim_id": b.claim_id} for b in live],
+        "stale": [s.to_dict() for s in stale],
+    }
+    lines = [f"bound to {printable(b.resource)} (claim {b.claim_id})" for b in live]
+    lines += [f"STALE binding to {printable(s.resource)} (claim {s.claim_id}): {s.why}"
+              for s in stale]  # fmt: skip
+    return doc, lines
 
 
 def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> None:
@@ -160,3 +191,19 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
             lines.append(f"  fix: {found.fix}")
         with contextlib.suppress(OSError):  # the claim is taken: a closed stderr must not fail it
             click.echo("\n".join(lines), err=True)
+
+
+def stale_binding_warnings(opts: Options, doc: dict[str, Any], store: Any, refs: Any) -> None:
+    """After ``acquire`` or ``bind``: say which other bindings of this worktree are stale
+    (on stderr, and as ``warnings`` in JSON), dropping those lapsed and replaced by someone
+    else's claim (:mod:`gitlease.leftovers.stale`). ``refs``: the refs just bound."""
+    from ..leftovers.stale import review
+
+    try:
+        stale = review(store, keep=set(refs))
+    except Exception:  # the claim is taken: a failed look at old bindings must not hide it
+        return
+    doc["warnings"] = [s.to_dict() for s in stale]
+    if stale:
+        with contextlib.suppress(OSError):  # (a closed stderr must not fail the acquire)
+            click.echo("\n".join(s.message() for s in stale), err=True)

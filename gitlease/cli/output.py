@@ -9,13 +9,14 @@ and C1 controls, which JSON would carry raw, are written as ``\\u`` escapes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import sys
 from typing import Any
 
-from .._text import printable
+from .._text import escape_invisible, is_invisible, printable, visible
 from ..clock import format_duration
 from ..errors import GitleaseError
 
@@ -39,16 +40,31 @@ _CONTROL_OR_COLOUR = re.compile(r"(\x1b\[[0-9;]*m)|[\x00-\x09\x0b-\x1f\x7f-\x9f\
 def safe_text(text: str) -> str:
     """Whole output for people: lines kept, colour codes from :func:`paint` kept, every
     other control character escaped (fields were escaped already; this is the net)."""
-    return _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or printable(m.group()), text)
+    text = _CONTROL_OR_COLOUR.sub(lambda m: m.group(1) or printable(m.group()), text)
+    return escape_invisible(text)
 
 
 def error_line(error: GitleaseError) -> str:
     """``gitlease: CODE: message`` on one line, whatever the message holds."""
-    return f"gitlease: {error.code}: {printable(error.message)}"
+    return f"gitlease: {error.code}: {visible(error.message)}"
 
 
-# DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those)
-_JSON_RAW = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
+# DEL, C1, and lone surrogates (a ref name that is not UTF-8 keeps its bytes as those); any
+# other non-ASCII character is looked at too: invisible ones are escaped (_text.visible)
+_JSON_RAW = re.compile(r"[\x7f-\U0010ffff]")
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    if code <= 0x9F or 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    if not is_invisible(ch):
+        return ch
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON escape of an astral character: its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def json_text(doc: Any) -> str:
@@ -64,7 +80,7 @@ def json_text(doc: Any) -> str:
     text = "".join(out)
     if text.isascii() and "\x7f" not in text:
         return text  # (a scan for nothing, over megabytes, skipped)
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _JSON_RAW.sub(_json_escape, text)
 
 
 _encode_str = json.encoder.encode_basestring  # ensure_ascii=False's encoder (C)
@@ -159,8 +175,29 @@ def _pretty(value: Any, newline: str, out: list[str]) -> None:
 
 
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json_text(doc) + "\n")
-    sys.stdout.flush()
+    write_stdout(json_text(doc) + "\n")
+
+
+def write_stdout(text: str) -> None:
+    """Write all of ``text`` to stdout, or raise (a closed pipe: :class:`BrokenPipeError`).
+
+    An unbuffered stdout (``PYTHONUNBUFFERED``, ``python -u``, common in CI and agent
+    sandboxes) is a raw file under the text layer, which drops what a short write left
+    over: ``list`` into a reader that closed early wrote 64 KiB and exited 0. Bytes go
+    to the descriptor here until all are written.
+    """
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        stream.write(text)  # not a real file (a test's StringIO)
+        stream.flush()
+        return
+    stream.flush()
+    data = text.encode(stream.encoding or "utf-8", stream.errors or "strict")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def relative(claim: dict[str, Any]) -> str:

@@ -1,0 +1,2 @@
+"""How a new resource may be spelled: one spelling per name, nothing invisible in it
+(docs/concepts.md, claims and resources)."""
