@@ -28,7 +28,7 @@ import sys, time, itertools, statistics
 sys.path.insert(0, sys.argv[2])
 from common import make_repo
 import gitlease
-from gitlease.location import open_store
+from gitlease.store.location import open_store
 repo = make_repo(); store = open_store(cwd=repo); count = itertools.count()
 def cycle():
     resource = f"bench/{next(count) % 50}"

@@ -37,9 +37,9 @@ def populate_history(repo: Path, count: int, records: int = 3) -> list[tuple[str
     """``count`` active claims of ``records`` records each; (ref, head oid) of each."""
     import pygit2
 
-    from gitlease.clock import Now, rfc3339
-    from gitlease.record import GUARDED, HELD, Record, SigningKey, new_claim_id, new_token
-    from gitlease.refname import encode
+    from gitlease.model.clock import Now, rfc3339
+    from gitlease.model.record import GUARDED, HELD, Record, SigningKey, new_claim_id, new_token
+    from gitlease.model.refname import encode
 
     git_dir = store_of(repo)
     raw = pygit2.Repository(str(git_dir))
@@ -95,10 +95,10 @@ def main() -> None:
     import os
 
     os.chdir(repo)
+    from gitlease.api.reads import list_document
     from gitlease.board.data import Board
     from gitlease.board.server import make_server
-    from gitlease.location import open_store
-    from gitlease.reads import list_document
+    from gitlease.store.location import open_store
 
     listing = run_process([*GITLEASE, "list", "--json"], repo, True)
     listing()  # warm: the verified-records cache, the file system's cache

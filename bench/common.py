@@ -162,7 +162,7 @@ def report(
 
 def store_of(repo: Path) -> Path:
     """The git dir of the store gitlease uses from ``repo`` (made if it does not exist yet)."""
-    from gitlease.location import ensure_exists, locate
+    from gitlease.store.location import ensure_exists, locate
 
     location = locate(cwd=repo)
     ensure_exists(location)
@@ -176,9 +176,9 @@ def populate(repo: Path, count: int, prefix: str = "scale/", ttl_ms: int = 7_200
     themselves would take minutes.)"""
     import pygit2
 
-    from gitlease.clock import Now, rfc3339
-    from gitlease.record import GUARDED, HELD, Record, SigningKey, new_claim_id, new_token
-    from gitlease.refname import encode
+    from gitlease.model.clock import Now, rfc3339
+    from gitlease.model.record import GUARDED, HELD, Record, SigningKey, new_claim_id, new_token
+    from gitlease.model.refname import encode
 
     git_dir = store_of(repo)
     raw = pygit2.Repository(str(git_dir))

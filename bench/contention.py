@@ -19,9 +19,9 @@ from common import make_repo
 
 def worker(repo: str, resources: list[str], seconds: float, out) -> None:
     os.chdir(repo)
-    from gitlease import lease
+    from gitlease.api import lease
     from gitlease.errors import GitleaseError
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     store = open_store()
     counts: Counter[str] = Counter()

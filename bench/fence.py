@@ -29,8 +29,9 @@ from pathlib import Path
 
 from common import ENV, GITLEASE, PYTHON, make_repo, report, time_interleaved
 
-from gitlease import fencecheck, fencegit
-from gitlease.trailer import Trailer, parse_trailer
+from gitlease.fence import check as fencecheck
+from gitlease.fence import git as fencegit
+from gitlease.fence.trailer import Trailer, parse_trailer
 
 RESOURCE = "bench/fenced"
 

@@ -50,10 +50,10 @@ def main() -> None:
     os.chdir(repo)
 
     import gitlease
-    from gitlease.claim import judge, seems_held
-    from gitlease.clock import Now
-    from gitlease.record import parse_and_verify
-    from gitlease.refname import encode
+    from gitlease.model.claim import judge, seems_held
+    from gitlease.model.clock import Now
+    from gitlease.model.record import parse_and_verify
+    from gitlease.model.refname import encode
 
     store = gitlease.open_store()
     names = [f"ff/{i}" for i in range(count)]

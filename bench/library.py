@@ -34,7 +34,7 @@ def main() -> None:
     from filelock import SoftFileLease  # type: ignore[attr-defined]
 
     import gitlease
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     repo = make_repo()
     store = open_store(cwd=repo)
@@ -119,15 +119,13 @@ def _category(name: str, owner: Any, attr: str) -> None:
 
 
 def parts(cycle: Any, n: int) -> None:
-    from gitlease import (
-        bindings,
-        guards,
-        ownership,
-        receiptdir,
-        receipts,
-        record,
-        store,
-    )
+    from gitlease.claims import ownership
+    from gitlease.model import record
+    from gitlease.receipts import bindings
+    from gitlease.receipts import directory as receiptdir
+    from gitlease.receipts import receipt as receipts
+    from gitlease.state import guards
+    from gitlease.store import local as store
 
     for attr in ("compare_and_swap_many", "read", "read_blob", "_read_pygit2", "write_blob"):
         _category("libgit2", store.Store, attr)

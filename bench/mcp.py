@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of an acquire and a release through a resident `gitlease mcp`, in one run beside
 the CLI's `gitlease acquire` + `gitlease release` (two processes) and the bare library calls
-(`gitlease.lease.acquire` + `release` in this process), the baseline.
+(`gitlease.api.lease.acquire` + `release` in this process), the baseline.
 
 The server is spawned once, as a harness does, and spoken to through the MCP SDK's own
 stdio client; its calls run the CLI's own commands in its process (docs/design.md, the MCP
@@ -36,8 +36,8 @@ from common import ENV, GITLEASE, PYTHON, load_line, make_repo, report, run_proc
 async def bench(repeat: int) -> None:
     repo = make_repo()
     os.chdir(repo)
-    from gitlease.lease import acquire, release
-    from gitlease.location import open_store
+    from gitlease.api.lease import acquire, release
+    from gitlease.store.location import open_store
 
     store = open_store()
 

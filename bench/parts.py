@@ -62,7 +62,7 @@ subprocess.run = _timed_run
 
 
 def _timed_write() -> None:
-    from gitlease.store import Store
+    from gitlease.store.local import Store
 
     real = Store.compare_and_swap_many
 
@@ -90,7 +90,7 @@ def main() -> None:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     else:
-        from gitlease import hookcheck
+        from gitlease.hooks import check as hookcheck
 
         code = hookcheck.main(args)
     spent["total"] = time.perf_counter() - START

@@ -83,7 +83,7 @@ def clone(url: str, path: Path, ssh: str | None = None, remote: str | None = Non
 
 def open_in(path: Path, remote: str) -> object:
     """The store of the clone at ``path``, with its receipts in that clone (as an agent there)."""
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     os.chdir(path)
     return open_store(remote=remote)
@@ -157,7 +157,7 @@ def transports(stack: contextlib.ExitStack, base: Path, seed: Path) -> dict[str,
 
 
 def library(found: dict[str, tuple], base: Path, n: int) -> dict[str, dict[str, float]]:
-    from gitlease import lease, reads
+    from gitlease.api import lease, reads
 
     stores = {"local": open_in(clone(next(iter(found.values()))[0], base / "local"), "")}
     floors: dict[str, Floor] = {}

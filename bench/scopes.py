@@ -37,8 +37,8 @@ def cli(*args: str, cwd: Path) -> None:
 
 def fill(repo: Path, claims: int) -> None:
     """``claims`` live scoped claims on other resources, through the library (fast)."""
-    from gitlease.lease import acquire
-    from gitlease.location import open_store
+    from gitlease.api.lease import acquire
+    from gitlease.store.location import open_store
 
     store = open_store(cwd=repo)
     for i in range(claims):

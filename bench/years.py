@@ -52,7 +52,7 @@ def build_shim() -> Path | None:
 def write_round(repo: Path, resources: int, heartbeats: int) -> None:
     """One round: a whole cycle on every resource, in this process (the library)."""
     import gitlease
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     store = open_store(cwd=repo)
     for i in range(resources):
@@ -208,8 +208,8 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     os.chdir(repo)
-    from gitlease.location import open_store
-    from gitlease.pruning import retain
+    from gitlease.maintenance.prune import retain
+    from gitlease.store.location import open_store
 
     started = time.perf_counter()
     report = retain(open_store(cwd=repo), grace="now")

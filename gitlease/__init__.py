@@ -37,36 +37,36 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from . import bundle as bundle
-    from .claim import Claim as Claim
-    from .guarded import execute as execute
-    from .guarded import replace_file as replace_file
-    from .guarded import run_guarded as run_guarded
-    from .handle import Lease as Lease
-    from .handle import acquire_lease as acquire_lease
-    from .keepalive import keep_alive as keep_alive
-    from .keepalive import keep_bundle_alive as keep_bundle_alive
-    from .keepers import Keeper as Keeper
-    from .lease import Acquired as Acquired
-    from .lease import acquire as acquire
-    from .lease import acquire_first_free as acquire_first_free
-    from .lease import bind as bind
-    from .lease import check as check
-    from .lease import heartbeat as heartbeat
-    from .lease import release as release
-    from .lease import unbind as unbind
-    from .location import open_store as open_store
+    from .api import bundle as bundle
+    from .api.guarded import execute as execute
+    from .api.guarded import replace_file as replace_file
+    from .api.guarded import run_guarded as run_guarded
+    from .api.handle import Lease as Lease
+    from .api.handle import acquire_lease as acquire_lease
+    from .api.lease import Acquired as Acquired
+    from .api.lease import acquire as acquire
+    from .api.lease import acquire_first_free as acquire_first_free
+    from .api.lease import bind as bind
+    from .api.lease import check as check
+    from .api.lease import heartbeat as heartbeat
+    from .api.lease import release as release
+    from .api.lease import unbind as unbind
+    from .api.reads import free as free
+    from .api.reads import history as history
+    from .api.reads import list_claims as list_claims
+    from .api.reads import log as log
+    from .api.reads import show as show
+    from .keepalive.start import keep_alive as keep_alive
+    from .keepalive.start import keep_bundle_alive as keep_bundle_alive
+    from .maintenance.prune import prune as prune
+    from .maintenance.prune import retain as retain
+    from .maintenance.verify import verify as verify
+    from .model.claim import Claim as Claim
     from .providers import canonical_key as canonical_key
-    from .pruning import prune as prune
-    from .pruning import retain as retain
-    from .reads import free as free
-    from .reads import history as history
-    from .reads import list_claims as list_claims
-    from .reads import log as log
-    from .reads import show as show
-    from .remote import RemoteStore as RemoteStore
-    from .store import Store as Store
-    from .verification import verify as verify
+    from .state.keepers import Keeper as Keeper
+    from .store.local import Store as Store
+    from .store.location import open_store as open_store
+    from .store.remote import RemoteStore as RemoteStore
 
 __version__ = "0.2.0"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 import sys
 
+from gitlease.api.lease import acquire, heartbeat, release
 from gitlease.errors import GitleaseError
-from gitlease.lease import acquire, heartbeat, release
-from gitlease.location import open_store
+from gitlease.store.location import open_store
 
 
 def main() -> None:

@@ -81,7 +81,7 @@ def store_path(cwd: Path) -> Path:
     In a repository that is the project's shared store under the per-user state directory,
     not the repository's own ``.git`` (docs/reference/store.md).
     """
-    from gitlease.location import ensure_exists, locate
+    from gitlease.store.location import ensure_exists, locate
 
     location = locate(cwd=cwd)
     ensure_exists(location)
@@ -164,7 +164,7 @@ def cli(repo: Path):
 @pytest.fixture
 def store(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """The library's store for ``repo``, with the working directory inside it."""
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     monkeypatch.chdir(repo)
     yield open_store()

@@ -158,7 +158,7 @@ def run(
 
 
 def _store_of(repo: Path) -> Path:
-    from gitlease.location import ensure_exists, locate
+    from gitlease.store.location import ensure_exists, locate
 
     location = locate(cwd=repo)
     ensure_exists(location)
@@ -203,8 +203,8 @@ def check(
     """
     import history
 
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     # the records themselves, not a host's view of them
     store = open_store(repo, remote="") if remote else open_store(cwd=repo, remote="")

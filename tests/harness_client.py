@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from gitlease import bundle, guarded, lease
-from gitlease.claim import Claim
+from gitlease.api import bundle, guarded, lease
 from gitlease.errors import GitleaseError
-from gitlease.location import open_store
-from gitlease.receipts import read as read_receipt
+from gitlease.model.claim import Claim
+from gitlease.receipts.receipt import read as read_receipt
+from gitlease.store.location import open_store
 
 #: Set when the harness plays several hosts: each keeps its own sinks (replace-file fences
 #: the files of its own host only).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from gitlease.claim import Claim
+from gitlease.model.claim import Claim
 
 
 def claim_intervals(

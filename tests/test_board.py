@@ -457,7 +457,7 @@ def test_the_board_names_waiters_and_keepalive_processes_live_or_dead(
 
 def _running(pid: int) -> bool:
     """Running, not a zombie."""
-    from gitlease import _procs
+    from gitlease._util import procs as _procs
 
     proc = _procs.inspect(pid)
     return proc is not None and proc.alive

@@ -69,9 +69,9 @@ def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:
 
 def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:
     os.chdir(repo)
-    from gitlease import bundle
+    from gitlease.api import bundle
     from gitlease.errors import GitleaseError
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     store = open_store()
     store.repo  # noqa: B018
@@ -85,8 +85,8 @@ def _ring_member(repo: str, k: int, n: int, barrier, results) -> None:
 
 @pytest.mark.slow
 def test_ring_of_bundles(repo: Path) -> None:
-    from gitlease.location import open_store
-    from gitlease.reads import list_claims
+    from gitlease.api.reads import list_claims
+    from gitlease.store.location import open_store
 
     n = 8
     for round_ in range(3):
@@ -118,15 +118,15 @@ def test_ring_of_bundles(repo: Path) -> None:
 
 @pytest.mark.slow
 def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:
-    from gitlease import bundle
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api import bundle
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     script = (
         "import random, sys\n"
-        "from gitlease import bundle\n"
+        "from gitlease.api import bundle\n"
         "from gitlease.errors import GitleaseError\n"
-        "from gitlease.location import open_store\n"
+        "from gitlease.store.location import open_store\n"
         "s = open_store()\n"
         "while True:\n"
         "    k = random.randrange(4)\n"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitlease.clock import format_duration, parse_duration_ms, parse_rfc3339, rfc3339
 from gitlease.errors import UsageError
+from gitlease.model.clock import format_duration, parse_duration_ms, parse_rfc3339, rfc3339
 
 
 @given(st.integers(0, 253402300799999))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from history import assert_no_two_holders
 
-from gitlease.lease import acquire
-from gitlease.location import open_store
-from gitlease.reads import log
+from gitlease.api.lease import acquire
+from gitlease.api.reads import log
+from gitlease.store.location import open_store
 
 HERE = Path(__file__).parent
 TTL_S = 1.0

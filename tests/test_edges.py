@@ -356,7 +356,7 @@ def test_a_closed_stdout_whose_undo_fails_too_is_ambiguous_naming_the_claim(
     exit 5, and the message names the claim and how to release it."""
     script = (
         "import sys\n"
-        "from gitlease import core\n"
+        "from gitlease.claims import engine as core\n"
         "def failing(*args, **kwargs):\n"
         "    raise OSError(28, 'No space left on device')\n"
         "core.release_claims = failing\n"

@@ -74,9 +74,9 @@ def _looper(cwd: str, me: int, seconds: float, barrier, results) -> None:
     os.chdir(cwd)
     import pygit2  # noqa: F401
 
-    from gitlease import waitqueue
     from gitlease.cli import claims  # noqa: F401  (registers the commands: imports done here)
     from gitlease.cli.app import main
+    from gitlease.state import waitqueue
 
     joined: list[int] = []
     join = waitqueue.Line._join
@@ -136,8 +136,8 @@ def test_ten_waiters_in_a_hot_loop_are_served_in_turn(repo: Path) -> None:
                 p.kill()
     assert set(codes) == {0}, f"a wait ran out: {codes.count(3)} times"
 
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     chain = log(open_store(cwd=repo), R)
     history.assert_no_two_holders(chain)
@@ -157,9 +157,9 @@ def test_ten_waiters_in_a_hot_loop_are_served_in_turn(repo: Path) -> None:
 
 
 def test_the_caller_that_just_released_queues_behind_a_waiter(cli, repo: Path, monkeypatch):
-    from gitlease import lease
+    from gitlease.api import lease
     from gitlease.errors import HeldError
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     monkeypatch.chdir(repo)
     store = open_store()
@@ -178,8 +178,8 @@ def test_the_caller_that_just_released_queues_behind_a_waiter(cli, repo: Path, m
 
 
 def test_a_caller_that_does_not_wait_yields_to_a_waiter(cli, repo: Path) -> None:
-    from gitlease.refname import encode
-    from gitlease.waitqueue import STALE_SECONDS, Line
+    from gitlease.model.refname import encode
+    from gitlease.state.waitqueue import STALE_SECONDS, Line
 
     line = Line(store_dir(repo), [encode(R)])
     with line.joined():
@@ -257,7 +257,7 @@ def test_what_a_waiter_killed_at_any_instant_leaves_behind_blocks_nobody(cli, re
     file: a plain acquire and a waiting one both go through."""
     directory = waiters_dir(repo)
     directory.mkdir(parents=True)
-    from gitlease.refname import encode
+    from gitlease.model.refname import encode
 
     (directory / "w-0000000000000001-999999").write_text(f"gitlease-waiter v1\n{encode(R)}\n")
     tmp = directory / ".w-0000000000000002-999999-abcd.tmp"
@@ -311,8 +311,8 @@ def test_waiters_killed_at_random_instants_never_make_two_holders_or_wedge(cli, 
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p.pid, signal.SIGKILL)
             p.join()
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     chain = log(open_store(cwd=repo), R)
     history.assert_no_two_holders(chain)

@@ -18,7 +18,7 @@ from conftest import make_repo, run_cli
 from hosts import HOST_B_ENV, git_daemon, make_host, make_server
 
 from gitlease.errors import UsageError
-from gitlease.trailer import Trailer, parse_trailer
+from gitlease.fence.trailer import Trailer, parse_trailer
 
 R = "github/acme/api/42"
 BIN = str(Path(sys.executable).parent)
@@ -566,7 +566,7 @@ def test_fence_check_reports_in_json_and_refuses_bad_input(cli, repo: Path) -> N
 
 def test_the_hook_paths_import_neither_pygit2_nor_click(tmp_path: Path) -> None:
     code = (
-        "import sys, gitlease.fence, gitlease.serverhook; "
+        "import sys, gitlease.fence, gitlease.fence.server; "
         "print([m for m in ('pygit2', 'click', 'cryptography') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -271,8 +271,8 @@ def _race(repo: Path, candidates: list[str], racers: int, rounds: int) -> dict[i
 
 def _check_history(repo: Path, candidates: list[str]) -> int:
     """Per candidate, no two holders at once; per racer, never two claims at once."""
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     store = open_store(cwd=repo)
     by_owner: dict[str, list[tuple[int, int, str]]] = {}

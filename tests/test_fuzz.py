@@ -8,12 +8,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gitlease.clock import parse_duration_ms, parse_rfc3339
 from gitlease.errors import CorruptRecordError, GitleaseError, ReceiptError, UsageError
+from gitlease.model.clock import parse_duration_ms, parse_rfc3339
+from gitlease.model.record import parse_and_verify
+from gitlease.model.refname import decode, validate_resource
 from gitlease.providers import canonical_key, provider_names
-from gitlease.receipts import parse as parse_receipt
-from gitlease.record import parse_and_verify
-from gitlease.refname import decode, validate_resource
+from gitlease.receipts.receipt import parse as parse_receipt
 
 FUZZ = settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
 record_like = st.one_of(

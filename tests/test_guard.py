@@ -198,7 +198,7 @@ def test_the_guard_excludes_other_threads_of_the_same_process(store) -> None:
     import threading
 
     from gitlease.errors import HeldError
-    from gitlease.refname import encode
+    from gitlease.model.refname import encode
 
     ref = encode("job/threads")
     inside = threading.Event()

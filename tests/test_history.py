@@ -48,9 +48,9 @@ def test_the_checker_catches_a_broken_build(repo: Path, tmp_path: Path) -> None:
 
 def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_path: Path) -> None:
     """Deterministic: a writer paused past its TTL after `check` writes over its successor."""
-    from gitlease import guarded, lease
+    from gitlease.api import guarded, lease
     from gitlease.errors import LostError
-    from gitlease.location import open_store
+    from gitlease.store.location import open_store
 
     store = open_store(cwd=repo)
     stale_receipt = tmp_path / "stale.json"

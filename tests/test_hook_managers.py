@@ -248,7 +248,7 @@ class Scene:
     def in_effect(self, wt: Path) -> bool:
         """What `gitlease hooks status` answers here (asked in this process: it is asked
         often, and the command's exit code is tested by `detected` and in test_hooks.py)."""
-        from gitlease.githooks import commit_check
+        from gitlease.hooks.install import commit_check
 
         found = commit_check(wt)
         assert found is not None

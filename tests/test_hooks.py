@@ -311,7 +311,7 @@ def test_status_exit_code_says_whether_commits_are_checked(cli, repo: Path) -> N
     missing = cli("hooks", "status", "--json")
     assert missing.code == 6 and missing.json["in_effect"] is False
     assert missing.json["fix"] == "run `gitlease hooks install`"
-    from gitlease.hookdirs import HOOK_NAMES
+    from gitlease.hooks.dirs import HOOK_NAMES
 
     assert all(name in missing.json["problems"][0] for name in HOOK_NAMES)
     text = cli("hooks", "status")
@@ -405,8 +405,8 @@ def test_a_committed_hooks_folder_is_never_modified(cli, repo: Path, monkeypatch
     assert files(folder) == before and git("status", "--porcelain", cwd=repo).stdout == ""
     assert "part of the checkout" in cli("acquire", "x/1").err
 
-    from gitlease.githooks import snippet
-    from gitlease.hookdirs import HOOK_NAMES
+    from gitlease.hooks.dirs import HOOK_NAMES
+    from gitlease.hooks.install import snippet
 
     for name in HOOK_NAMES:  # the team adds the line and commits it
         path = folder / name

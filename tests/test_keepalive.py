@@ -22,8 +22,8 @@ import pytest
 from conftest import TESTING, git, run_cli, store_path
 from hosts import HOST_B_ENV, make_host, make_server
 
-from gitlease import _procs
-from gitlease.clock import parse_rfc3339
+from gitlease._util import procs as _procs
+from gitlease.model.clock import parse_rfc3339
 
 TTL = 2.0
 

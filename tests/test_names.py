@@ -11,9 +11,9 @@ from conftest import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitlease._text import INVISIBLE_CATEGORIES, visible
+from gitlease._util.text import INVISIBLE_CATEGORIES, visible
 from gitlease.errors import UsageError
-from gitlease.names.spelling import check_new_resource
+from gitlease.model.spelling import check_new_resource
 
 NFC = "caf\u00e9"
 NFD = "cafe\u0301"
@@ -41,8 +41,8 @@ def test_a_bidi_control_in_a_record_written_by_others_is_escaped_on_output(
 ) -> None:
     """A record whose resource holds U+202E (written before this rule, or by hand) reached
     the terminal raw in `list` and `show`."""
-    from gitlease import request
-    from gitlease.lease import acquire
+    from gitlease.api.lease import acquire
+    from gitlease.claims import request
 
     monkeypatch.setattr(request, "check_new_resource", lambda r: r)  # an older writer
     acquire(store, RLO, bind=False, note="n\u200bote")

@@ -23,12 +23,12 @@ from conftest import make_repo, store_path
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from gitlease._text import printable
-from gitlease.clock import parse_duration_ms, parse_rfc3339
+from gitlease._util.text import printable
 from gitlease.errors import CorruptRecordError, UsageError
-from gitlease.record import check_text, parse_and_verify
-from gitlease.refname import MAX_REF_CHARS, MAX_RESOURCE_BYTES, decode, encode
-from gitlease.reservation import check_explicit_location
+from gitlease.model.clock import parse_duration_ms, parse_rfc3339
+from gitlease.model.record import check_text, parse_and_verify
+from gitlease.model.refname import MAX_REF_CHARS, MAX_RESOURCE_BYTES, decode, encode
+from gitlease.receipts.reservation import check_explicit_location
 
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything but a newline
 TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")

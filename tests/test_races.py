@@ -26,7 +26,7 @@ def _racer(cwd: str, boot: dict[str, str], resources: list[str], barrier, result
         if name in boot:
             os.environ[name] = boot[name]
     if "GITLEASE_TESTING_BOOT_ID" in boot:  # it counts only with the gate (tests/hosts.py)
-        from gitlease import clock
+        from gitlease.model import clock
 
         os.environ.update(boot)
         clock.load_test_switches()
@@ -68,8 +68,8 @@ def race(
 
 
 def _holders(repo: Path, resource: str) -> list[dict]:
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     return [c.to_dict() for c in log(open_store(cwd=repo), resource)]
 
@@ -86,8 +86,8 @@ def test_race_on_fresh_resources_has_exactly_one_winner(repo: Path) -> None:
 
 @pytest.mark.slow
 def test_race_on_expired_resources_has_exactly_one_winner(repo: Path, monkeypatch) -> None:
-    from gitlease.lease import acquire
-    from gitlease.location import open_store
+    from gitlease.api.lease import acquire
+    from gitlease.store.location import open_store
 
     monkeypatch.chdir(repo)
     store = open_store()

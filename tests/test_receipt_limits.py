@@ -7,8 +7,8 @@ from pathlib import Path
 
 from conftest import run_cli
 
-from gitlease.receipts import MAX_RECEIPT_BYTES
-from gitlease.request import MAX_BUNDLE_MEMBERS
+from gitlease.claims.request import MAX_BUNDLE_MEMBERS
+from gitlease.receipts.receipt import MAX_RECEIPT_BYTES
 
 
 def _names(count: int, char: str) -> list[str]:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitlease.errors import CorruptRecordError
-from gitlease.record import (
+from gitlease.model.record import (
     GUARDED,
     HELD,
     Record,

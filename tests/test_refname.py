@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitlease.errors import UsageError
-from gitlease.refname import MAX_RESOURCE_BYTES, decode, encode, validate_resource
+from gitlease.model.refname import MAX_RESOURCE_BYTES, decode, encode, validate_resource
 
 # Resources: any text without control characters, at most 512 UTF-8 bytes; biased
 # towards the characters that matter to the encoding.

@@ -136,7 +136,7 @@ def test_wall_clocks_an_hour_apart_change_nothing(hosts) -> None:
     ahead = wall_clock_moved(3600)
     got = hosts.on_b("acquire", "r/skew", "--ttl", "30s", "--json", env=ahead)
     assert got.code == 0, got
-    from gitlease.clock import parse_rfc3339
+    from gitlease.model.clock import parse_rfc3339
 
     assert parse_rfc3339(got.json["expires_at"]) - time.time() * 1000 > 3_000_000  # in effect
     held = hosts.on_a("acquire", "r/skew", "--json")
@@ -198,8 +198,8 @@ def _race(hosts, resources: list[str]) -> dict[str, list[int]]:
 
 
 def _revisions_at_the_remote(server: Path, resource: str) -> list[int]:
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     return [c.record.revision for c in log(open_store(server, remote=""), resource)]
 
@@ -352,8 +352,8 @@ def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> N
     stats, server = _history_on_two_hosts(tmp_path, 30, clients=8, resources=4)
     assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
     assert stats.ok > 40, "the clients made progress"
-    from gitlease.location import open_store
-    from gitlease.reads import log
+    from gitlease.api.reads import log
+    from gitlease.store.location import open_store
 
     for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
         boots = {c.record.boot_id for c in log(open_store(server, remote=""), resource)}
@@ -564,7 +564,7 @@ def test_an_unparseable_record_is_not_repaired_through_a_remote(hosts) -> None:
 
 
 def test_push_refusals_are_told_apart_per_ref() -> None:
-    from gitlease.pushreply import rejection as _rejection
+    from gitlease.store.pushreply import rejection as _rejection
 
     assert _rejection([]) is None
     assert _rejection(["stale info", "atomic push failed"]) == "race"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import git, run_cli
 
-from gitlease.durations.parse import duration_ms
 from gitlease.errors import UsageError
+from gitlease.model.durations import duration_ms
 
 
 def test_first_free_labels_the_owner_with_the_worktree(worktrees: tuple[Path, Path]) -> None:

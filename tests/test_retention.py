@@ -22,10 +22,11 @@ import pytest
 from conftest import NEEDS_SHIM, git, make_repo, run_cli, store_git, store_path, wall_clock_moved
 
 import gitlease
-from gitlease import _files, floors, keepers
+from gitlease._util import files as _files
 from gitlease.errors import HeldError
-from gitlease.pruning import retain
-from gitlease.refname import encode
+from gitlease.maintenance.prune import retain
+from gitlease.model.refname import encode
+from gitlease.state import floors, keepers
 
 R = "github/acme/api/42"
 DAY = 86_400
@@ -255,7 +256,7 @@ def test_a_guard_someone_holds_is_never_removed(repo: Path, tmp_path: Path) -> N
             sys.executable,
             "-c",
             "import sys, time, pathlib\n"
-            "from gitlease import guards\n"
+            "from gitlease.state import guards\n"
             "with guards.hold(pathlib.Path(sys.argv[1]), sys.argv[2]):\n"
             "    pathlib.Path(sys.argv[3]).touch()\n"
             "    time.sleep(30)\n",

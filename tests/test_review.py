@@ -123,7 +123,7 @@ def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
     it), but the receipt's token was replaced since (by hand, or a receipt restored from
     another claim's copy): it proves nothing. A write must say LOST, as it did before the
     object id shortcut spared the key check, never exit 1 (a bug)."""
-    from gitlease.record import new_token
+    from gitlease.model.record import new_token
 
     doc = cli("acquire", R, "--json").json
     receipt = Path(doc["receipt"])
@@ -229,7 +229,7 @@ def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_me
     the partial-bundle check follows that member's chain of records back to the bundle's
     revision on every `check` and every commit. Through one `git cat-file --batch`, not two
     git processes a record (with 300 records, that was 600 processes and seconds a commit)."""
-    from gitlease import lease
+    from gitlease.api import lease
 
     receipt = tmp_path / "bundle.json"
     assert cli("bundle", "acquire", R, "review/2", "--receipt", str(receipt)).code == 0

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitlease.errors import CorruptRecordError
-from gitlease.record import parse, verify
+from gitlease.model.record import parse, verify
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -144,8 +144,8 @@ def test_overlapping_scopes_are_held_naming_claim_patterns_and_witness(cli, repo
 
 
 def test_an_expired_scoped_claim_holds_no_scope(cli, repo) -> None:
-    from gitlease.location import open_store
     from gitlease.scopes import index
+    from gitlease.store.location import open_store
 
     got = cli("acquire", "short", "--ttl", "1s", "--paths", "x/**", "--json")
     assert got.code == 0
@@ -156,15 +156,15 @@ def test_an_expired_scoped_claim_holds_no_scope(cli, repo) -> None:
 
 
 def _now():
-    from gitlease.clock import Now
+    from gitlease.model.clock import Now
 
     return Now.read()
 
 
 def test_library_acquire_takes_paths(store) -> None:
-    from gitlease.bundle import acquire_many
+    from gitlease.api.bundle import acquire_many
+    from gitlease.api.lease import acquire, acquire_first_free
     from gitlease.errors import HeldError, UsageError
-    from gitlease.lease import acquire, acquire_first_free
 
     got = acquire(store, "lib/a", paths=["pkg/**"])
     assert got.claim.record.paths == ("pkg/**",)
@@ -263,7 +263,7 @@ _SAMPLE: list[bytes] = []
 def _sample_record() -> bytes:
     """A real signed record with a paths line (made once)."""
     if not _SAMPLE:
-        from gitlease.record import HELD, Record, SigningKey, new_token
+        from gitlease.model.record import HELD, Record, SigningKey, new_token
 
         key = SigningKey(new_token())
         stamp = "2026-01-01T00:00:00.000Z"
@@ -303,8 +303,8 @@ def test_wait_takes_the_scope_once_its_holder_releases(cli, repo) -> None:
         cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        from gitlease.location import open_store
-        from gitlease.waitqueue import Line
+        from gitlease.state.waitqueue import Line
+        from gitlease.store.location import open_store
 
         store = open_store(cwd=repo)
         ref = "refs/worklease/waiter.lease"

@@ -506,7 +506,7 @@ def test_each_write_over_ssh_is_one_connection(ssh_transport, tmp_path: Path) ->
 
 
 def test_redact_hides_passwords_only() -> None:
-    from gitlease.remote import redact
+    from gitlease.store.remote import redact
 
     assert redact("ssh://git@example.com/x.git") == "ssh://git@example.com/x.git"
     assert redact("https://bob:pw@example.com/x.git") == "https://bob:***@example.com/x.git"

@@ -28,7 +28,7 @@ from pathlib import Path
 what = sys.argv[1]
 out = {}
 if what == "hook":
-    from gitlease import hookcheck
+    from gitlease.hooks import check as hookcheck
     out["problems"] = hookcheck.problems()
 elif what == "cli":
     from gitlease.cli import run
@@ -55,8 +55,8 @@ def receipt_of(doc: dict) -> Path:
 
 
 def binding_of(repo: Path, resource: str = R) -> Path:
-    from gitlease.receipts import resource_key
-    from gitlease.refname import encode
+    from gitlease.model.refname import encode
+    from gitlease.receipts.receipt import resource_key
 
     return repo / ".git" / "worklease" / "bindings" / f"{resource_key(encode(resource))}.json"
 
@@ -127,7 +127,7 @@ def _replace_object(git_dir: Path, oid: str, data: bytes) -> None:
 def _forged(doc: dict) -> bytes:
     """A record of our claim (same claim id, revision), self-signed by another key, good
     for an hour: what someone who can write the store, but has not our token, can make."""
-    from gitlease.record import SigningKey, new_token, parse
+    from gitlease.model.record import SigningKey, new_token, parse
 
     raw = subprocess.run(
         ["git", "--git-dir", doc["store"], "cat-file", "blob", doc["oid"]],
@@ -204,7 +204,7 @@ def _tampered(repo: Path) -> str:
 
 
 def _write_cache(repo: Path, oids: list[str], mode: int = 0o600) -> None:
-    from gitlease.verified import MAGIC
+    from gitlease.state.verified_records import MAGIC
 
     path = _cache(repo)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,7 @@ def _write_cache(repo: Path, oids: list[str], mode: int = 0o600) -> None:
 def test_a_cache_entry_never_passes_other_bytes_under_its_id(cli, repo: Path) -> None:
     doc = cli("acquire", "c/1", "--ttl", "5m", "--no-bind", "--json").json
     cli("list")  # remembers the good record's id
-    from gitlease.verified import load
+    from gitlease.state.verified_records import load
 
     gd = store_path(repo)
     assert doc["oid"] in load(gd)
@@ -328,7 +328,7 @@ def test_spent_receipts_of_both_layouts_go_a_day_later(cli, repo: Path) -> None:
 def _spent_receipts(repo: Path, count: int, hour: int) -> None:
     """``count`` released receipts of this layout, indexed as spent in ``hour``, written
     directly (acquiring them would take minutes); their files dated then."""
-    from gitlease.receipts import resource_key
+    from gitlease.receipts.receipt import resource_key
 
     root = repo / ".git" / "worklease" / "receipts"
     bucket = root / "spent" / str(hour)
@@ -386,7 +386,7 @@ class Counted:
         self.it.close()
 os.scandir = Counted
 import gitlease
-from gitlease.location import open_store
+from gitlease.store.location import open_store
 gitlease.acquire(open_store(), sys.argv[2], ttl="5m")
 sys.stderr.write("COUNT " + json.dumps(seen) + "\\n")
 """
@@ -452,7 +452,7 @@ def test_json_documents_are_laid_out_as_json_lays_them_out(doc) -> None:
 )
 @settings(max_examples=200, deadline=None)
 def test_receipts_are_written_as_json_writes_them(claims, store, token, bundle_id) -> None:
-    from gitlease.receipts import ClaimRef, Receipt, parse
+    from gitlease.receipts.receipt import ClaimRef, Receipt, parse
 
     refs = tuple(ClaimRef(*c) for c in claims)
     rec = Receipt(Path("/r.json"), store, token, refs, bundle_id)

@@ -553,7 +553,7 @@ def test_a_forged_keepalive_entry_never_makes_release_signal_another_process(rep
 def test_two_servers_on_one_host_by_port_are_two_projects(tmp_path: Path) -> None:
     """``http://10.211.0.1:5000/claims`` and ``:6000/claims`` are two repositories on two
     servers: two projects, two stores; the scheme's default port is no port at all."""
-    from gitlease.projects import normalize_url
+    from gitlease.store.projects import normalize_url
 
     assert normalize_url("http://10.211.0.1:5000/claims") != normalize_url(
         "http://10.211.0.1:6000/claims"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from conftest import run_cli, store_path
 
-from gitlease.refname import encode
-from gitlease.waitqueue import waiting_for
+from gitlease.model.refname import encode
+from gitlease.state.waitqueue import waiting_for
 
 A, B = "wait/a", "wait/b"
 

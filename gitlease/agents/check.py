@@ -1,6 +1,6 @@
 """The pre-edit check: which worktree an edited file lies in, and why its edit must stop.
 
-One judgement with the commit hooks (:func:`gitlease.hookcheck.worktree_problems`): a
+One judgement with the commit hooks (:func:`gitlease.hooks.check.worktree_problems`): a
 worktree bound to a claim that is not active and ours (lapsed, released, replaced, its
 receipt gone), or one under ``gitlease.requireClaim`` that holds no claim. Nothing is
 copied from there, so the edit hook and the commit hook cannot disagree.
@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import bindings as bindings_mod
-from .. import hookcheck
-from .._text import printable
-from ..gitdirs import find_git_dir
+from .._util.text import printable
+from ..gitio.gitdirs import find_git_dir
+from ..hooks import check as hookcheck
+from ..receipts import bindings as bindings_mod
 
 #: Under ``gitlease.requireClaim`` with no claim bound there is nothing to re-acquire.
 REQUIRE_ADVICE = (

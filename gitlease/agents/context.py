@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import bindings as bindings_mod
-from .. import hookcheck
-from .._text import printable
-from ..clock import format_duration
-from ..gitdirs import find_git_dir
+from .._util.text import printable
+from ..gitio.gitdirs import find_git_dir
+from ..hooks import check as hookcheck
+from ..model.clock import format_duration
+from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
-    from ..claim import Claim
+    from ..model.claim import Claim
 
 
 def session_context(cwd: Path) -> str | None:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
-from .. import _testing
+from .._util import testing as _testing
 from . import answers, check, payloads
 
 USAGE = (

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._files import atomic_write
+from .._util.files import atomic_write
 from ..errors import StoreError, UsageError
-from ..gitdirs import find_git_dir
+from ..gitio.gitdirs import find_git_dir
 from .payloads import HARNESSES
 
 #: What marks gitlease's own hook entries: the command runs this module.

@@ -11,7 +11,7 @@ too: the cache also ends when the first active claim would expire, and after
 no file).
 
 The claims are the ``list --json`` document, built by
-:func:`gitlease.reads.list_document`, the function ``gitlease list`` uses. A
+:func:`gitlease.api.reads.list_document`, the function ``gitlease list`` uses. A
 remote store is read from its local mirror, fetched at most every
 :data:`REMOTE_REFRESH_SECONDS`. The timelines follow each record's ``previous``
 id, as ``gitlease log`` does, one level at a time for all resources at once (one
@@ -29,16 +29,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import keepers, verified
-from .._gitread import Snapshot
-from ..claim import Claim, judge
-from ..clock import Now
+from ..api.reads import claims_document, list_claims
 from ..errors import GitleaseError
-from ..reads import claims_document, list_claims
-from ..record import RELEASED
-from ..refname import PREFIX
-from ..store import Store
-from ..waitqueue import queue_dir, waiting_for
+from ..gitio.gitread import Snapshot
+from ..model.claim import Claim, judge
+from ..model.clock import Now
+from ..model.record import RELEASED
+from ..model.refname import PREFIX
+from ..state import keepers
+from ..state import verified_records as verified
+from ..state.waitqueue import queue_dir, waiting_for
+from ..store.local import Store
 
 #: The longest a cached document is served before it is built again.
 MAX_AGE_SECONDS = 2.0

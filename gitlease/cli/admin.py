@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._text import printable
+from .._util.text import printable
 from ..errors import StoreError
 from .app import Options, cli, command, emit, open_store
 from .hooks import commit_check_warning, stale_binding_warnings
@@ -19,7 +19,7 @@ from .hooks import commit_check_warning, stale_binding_warnings
 )
 def verify(opts: Options, repair: bool) -> int:
     """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
-    from ..verification import verify as do_verify
+    from ..maintenance.verify import verify as do_verify
 
     report = do_verify(open_store(opts), repair=repair)
     doc = report.to_dict()
@@ -52,7 +52,7 @@ def verify(opts: Options, repair: bool) -> int:
 def prune(opts: Options, older_than: str | None, auto: bool) -> None:
     """Apply the retention policy: drop old tombstones and expired history, tidy the store's
     files, then git gc. Never touches an active claim; revisions keep increasing."""
-    from ..pruning import retain
+    from ..maintenance.prune import retain
 
     report = retain(open_store(opts), older_than=older_than, auto=auto)
     emit(opts, report.to_dict(), report.describe())
@@ -63,7 +63,7 @@ def prune(opts: Options, older_than: str | None, auto: bool) -> None:
 @click.option("--receipt", type=click.Path(), help="The receipt of the claim.")
 def bind(opts: Options, resource: str, receipt: str | None) -> None:
     """Tie this worktree to your active claim on RESOURCE (the commit hooks check it)."""
-    from ..lease import bind as do_bind
+    from ..api.lease import bind as do_bind
 
     store = open_store(opts)
     claim = do_bind(store, resource, receipt)
@@ -77,7 +77,7 @@ def bind(opts: Options, resource: str, receipt: str | None) -> None:
 @click.argument("resource", required=False)
 def unbind(opts: Options, resource: str | None) -> None:
     """Untie this worktree from RESOURCE (from every claim if none is named)."""
-    from ..lease import unbind as do_unbind
+    from ..api.lease import unbind as do_unbind
 
     removed = do_unbind(open_store(opts), resource)
     emit(opts, {"unbound": removed}, f"unbound {', '.join(removed) or 'nothing'}")

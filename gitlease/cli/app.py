@@ -128,7 +128,7 @@ def cli() -> None:
 
 def open_store(opts: Options) -> Any:
     """The store the shared options choose."""
-    from ..location import open_store as open_location
+    from ..store.location import open_store as open_location
 
     return open_location(opts.store, remote=opts.remote)
 
@@ -169,7 +169,7 @@ def emit_taken(
     that no exit code but 0 leaves a claim behind (AMBIGUOUS, naming them, if even that
     fails). So does SIGINT or SIGTERM received since the write (:mod:`gitlease.interrupts`):
     then the exit is 130 or 143, with nothing held. See docs/reference/exit-codes.md."""
-    from ..interrupts import window
+    from ..claims import interrupts as window
 
     signum = window.pending()
     if signum is not None:
@@ -188,7 +188,7 @@ def emit_taken(
 def read_items(items: tuple[str, ...]) -> list[str]:
     """Arguments, or one item a line from stdin when the only argument is ``-``."""
     if items == ("-",):
-        from ..reads import iter_resources
+        from ..api.reads import iter_resources
 
         return list(iter_resources(sys.stdin))
     return list(items)
@@ -258,8 +258,8 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from .._testing import warnings
-    from ..store import BROKEN_FOR_TESTS
+    from .._util.testing import warnings
+    from ..store.local import BROKEN_FOR_TESTS
 
     for line in warnings():  # a test-only switch never changes a decision silently
         click.echo(line, err=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from .._text import printable
-from ..clock import format_duration
+from .._util.text import printable
+from ..model.clock import format_duration
 from . import output
 from .app import Options, cli, command, open_store
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from ..claim import GUARANTEES
-from ..record import COORDINATION_ONLY
+from ..model.claim import GUARANTEES
+from ..model.record import COORDINATION_ONLY
 from .app import (
     Options,
     acquire_options,
@@ -74,18 +74,18 @@ def acquire(
     **options: Any,
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
-    from ..interrupts import window
+    from ..claims import interrupts as window
 
     window.arm()  # a signal after the write releases the claims again
 
-    from .. import bundle as B
-    from ..acquisition import undo_acquire
+    from ..api import bundle as B
+    from ..claims.acquire import undo_acquire
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)
     store = open_store(opts)
     if keepalive:  # the process to watch, found before acquiring (USAGE if there is none)
-        from ..keepalive import keep_acquired, watched_process
+        from ..keepalive.start import keep_acquired, watched_process
 
         watched = watched_process(watch_from=os.getppid())
     result = B.acquire_many(store, names, bind=not no_bind, **options)
@@ -117,7 +117,7 @@ def keepalive(
     receipt: str | None,
 ) -> None:
     """Renew every member in a detached process while the agent lives (see `keepalive`)."""
-    from ..keepalive import keep_bundle_alive
+    from ..keepalive.start import keep_bundle_alive
 
     result = keep_bundle_alive(
         open_store(opts),
@@ -138,7 +138,7 @@ def keepalive(
 
 def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None:
     def run(opts: Options, bundle_id: str | None, receipt: str | None, **kw: str | None) -> None:
-        from .. import bundle as B
+        from ..api import bundle as B
 
         store = open_store(opts)
         if name == "show":

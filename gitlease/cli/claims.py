@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from .._text import printable
-from ..clock import format_duration
+from .._util.text import printable
 from ..errors import UsageError
+from ..model.clock import format_duration
 from . import output
 from .app import (
     KEY_HELP,
@@ -37,7 +37,7 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @click.option("--path", "path_only", is_flag=True, help="Print only the store's path.")
 def where(opts: Options, path_only: bool) -> None:
     """Print the store in use, why it was chosen, and how to inspect it with git."""
-    from ..location import where as where_is
+    from ..store.location import where as where_is
 
     doc = where_is(opts.store, opts.remote)
     store = doc["store"]
@@ -99,10 +99,10 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
-    from ..interrupts import window
+    from ..claims import interrupts as window
 
     window.arm()  # a signal after the write releases the claims again
-    from ..acquisition import undo_acquire
+    from ..claims.acquire import undo_acquire
 
     if first_free:
         candidates = _candidates(read_items(resources), key_)
@@ -115,19 +115,19 @@ def acquire(
         resource = resolve_resource(resources[0], key_)
     store = open_store(opts)
     if keepalive:  # the process to watch, found before acquiring (USAGE if there is none)
-        from ..keepalive import keep_acquired, watched_process
+        from ..keepalive.start import keep_acquired, watched_process
 
         watched = watched_process(watch_from=os.getppid())
     status = _WaitLine() if options["wait"] and not opts.json and sys.stderr.isatty() else None
     try:
         if first_free:
-            from ..lease import acquire_first_free
+            from ..api.lease import acquire_first_free
 
             result = acquire_first_free(
                 store, candidates, bind=not no_bind, on_wait=status, **options
             )
         else:
-            from ..lease import acquire as do_acquire
+            from ..api.lease import acquire as do_acquire
 
             result = do_acquire(store, resource, bind=not no_bind, on_wait=status, **options)
     finally:
@@ -218,7 +218,7 @@ def _owned(name: str, help_text: str) -> Callable[[Callable[..., Any]], Any]:
 def heartbeat(
     opts: Options, resource: str | None, receipt: str | None, key_: str | None, ttl: str | None
 ) -> None:
-    from ..lease import heartbeat as do_heartbeat
+    from ..api.lease import heartbeat as do_heartbeat
 
     claim = do_heartbeat(
         open_store(opts), resolve_resource(resource, key_), ttl=ttl, receipt=receipt
@@ -236,7 +236,7 @@ def release(
     key_: str | None,
     checkpoint: str | None,
 ) -> None:
-    from ..lease import release as do_release
+    from ..api.lease import release as do_release
 
     claim = do_release(
         open_store(opts), resolve_resource(resource, key_), checkpoint=checkpoint, receipt=receipt
@@ -254,7 +254,7 @@ def check(
     key_: str | None,
     min_remaining: str | None,
 ) -> None:
-    from ..lease import check as do_check
+    from ..api.lease import check as do_check
 
     claim = do_check(
         open_store(opts),
@@ -271,7 +271,7 @@ def check(
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
 def show(opts: Options, resource: str, key_: str | None) -> None:
     """Show the record of RESOURCE (never secret): active, expired, released or free."""
-    from ..reads import show as do_show
+    from ..api.reads import show as do_show
 
     claim = do_show(open_store(opts), resolve_resource(resource, key_))
     emit(opts, claim.to_dict(), output.claim_detail(claim.to_dict()))
@@ -295,8 +295,8 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..leftovers.stale import review
-    from ..reads import list_document
+    from ..api.reads import list_document
+    from ..claims.stale import review
 
     if watch:
         if opts.json or state or prefix:
@@ -328,7 +328,7 @@ def list_(
 @click.argument("resources", nargs=-1)
 def free(opts: Options, resources: tuple[str, ...]) -> None:
     """Of the given resources (`-`: one a line on stdin), print those that can be acquired now."""
-    from ..reads import free as do_free
+    from ..api.reads import free as do_free
 
     claims = [c.to_dict() for c in do_free(open_store(opts), read_items(resources))]
     emit(opts, {"claims": claims}, "\n".join(c["resource"] for c in claims))
@@ -339,7 +339,7 @@ def free(opts: Options, resources: tuple[str, ...]) -> None:
 @click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
 def log(opts: Options, resource: str, key_: str | None) -> None:
     """The history of RESOURCE, oldest first: one line per transition."""
-    from ..reads import history
+    from ..api.reads import history
 
     resource = resolve_resource(resource, key_)
     kept = history(open_store(opts), resource)

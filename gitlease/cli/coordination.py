@@ -35,8 +35,8 @@ def _text(doc: dict[str, Any]) -> str:
 def set_(opts: Options, name_or_url: str, replace: bool) -> None:
     """Record NAME|URL (a remote of this repository, or a URL) as the coordinator of every
     clone of this project on this host; `where` then says who recorded it and when."""
-    from .. import coordinator
-    from ..location import ensure_exists, locate, recorded_coordinator
+    from ..store import coordinator
+    from ..store.location import ensure_exists, locate, recorded_coordinator
 
     location = locate(opts.store)
     ensure_exists(location)
@@ -48,7 +48,7 @@ def set_(opts: Options, name_or_url: str, replace: bool) -> None:
 @command(remote, "show")
 def show(opts: Options) -> None:
     """Show the coordinator recorded for this project's shared store, by whom and when."""
-    from ..location import locate, recorded_coordinator
+    from ..store.location import locate, recorded_coordinator
 
     location = locate(opts.store)
     doc = {"store": str(location.git_dir), "recorded": recorded_coordinator(location)}

@@ -12,7 +12,7 @@ from ..errors import LostError, StoreError, UsageError
 from .app import Options, cli, command, emit, open_store
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.local import Store
 
 
 @command(cli, "fence-check")
@@ -52,8 +52,8 @@ def fence_check(
     gitlease.remote) the claims are fetched first. Exit 0: every claim is current; 4: refused;
     7: a record does not verify. See docs/fencing.md.
     """
-    from ..fencecheck import check_push, check_range
-    from ..fencegit import Git, parse_updates
+    from ..fence.check import check_push, check_range
+    from ..fence.git import Git, parse_updates
 
     if from_stdin == bool(revisions):
         raise UsageError("give a RANGE (such as BASE..HEAD) or --stdin, not both or neither")

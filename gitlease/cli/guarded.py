@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from ..claim import GUARANTEES
 from ..errors import UsageError
-from ..record import COORDINATION_ONLY
+from ..model.claim import GUARANTEES
+from ..model.record import COORDINATION_ONLY
 from . import output
 from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
 
@@ -40,7 +40,7 @@ def exec_(
     CMD's process group and exits 4. Otherwise exits with CMD's status. With --json, CMD's
     stdout goes to stderr and stdout gets one document: {"claim": ..., "exit": N}.
     """
-    from ..guarded import execute
+    from ..api.guarded import execute
 
     if "--" not in opts.argv:
         raise UsageError("put the command after --: gitlease exec RESOURCE -- CMD ARGS...")
@@ -107,7 +107,7 @@ def replace_file(
     Exit 6 (PRECONDITION) if the content is not what you expected, 4 (LOST) if you do
     not hold the claim; the file is untouched in both cases. Prints the new SHA-256.
     """
-    from ..guarded import replace_file as do_replace
+    from ..api.guarded import replace_file as do_replace
 
     if resource is None and receipt is None:
         raise UsageError("name a RESOURCE or pass --receipt")

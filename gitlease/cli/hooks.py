@@ -70,7 +70,7 @@ def _finish(opts: Options, report: Any, ok: bool) -> int:
 
 
 def _server(opts: Options, name: str) -> int:
-    from .. import serverhook
+    from ..fence import server as serverhook
 
     states = getattr(serverhook, name)()
     lines = [
@@ -93,7 +93,7 @@ def install(opts: Options, server: bool) -> int:
     """
     if server:
         return _server(opts, "install")
-    from .. import githooks
+    from ..hooks import install as githooks
 
     report = githooks.install()
     return _finish(opts, report, report.everywhere)
@@ -105,7 +105,7 @@ def uninstall(opts: Options, server: bool) -> int:
     """Remove gitlease's hooks everywhere and restore the hooks they kept."""
     if server:
         return _server(opts, "uninstall")
-    from .. import githooks
+    from ..hooks import install as githooks
 
     report = githooks.uninstall()
     here = report.here
@@ -126,7 +126,7 @@ def status(opts: Options, server: bool) -> int:
     """
     if server:
         return _server(opts, "status")
-    from .. import githooks
+    from ..hooks import install as githooks
 
     report = githooks.status()
     listed = _bindings(opts)
@@ -146,8 +146,8 @@ def status(opts: Options, server: bool) -> int:
 
 def _bindings(opts: Options) -> tuple[dict[str, Any], list[str]] | None:
     """This worktree's bindings for ``hooks status``: active and stale, and their lines."""
-    from .._text import printable
-    from ..leftovers.stale import current_and_stale
+    from .._util.text import printable
+    from ..claims.stale import current_and_stale
 
     try:
         live, stale = current_and_stale(open_store(opts))
@@ -170,7 +170,7 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
     """
     if not doc.get("bound"):
         return
-    from .. import githooks
+    from ..hooks import install as githooks
 
     try:
         found = githooks.commit_check(worktree)
@@ -196,8 +196,8 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
 def stale_binding_warnings(opts: Options, doc: dict[str, Any], store: Any, refs: Any) -> None:
     """After ``acquire`` or ``bind``: say which other bindings of this worktree are stale
     (on stderr, and as ``warnings`` in JSON), dropping those lapsed and replaced by someone
-    else's claim (:mod:`gitlease.leftovers.stale`). ``refs``: the refs just bound."""
-    from ..leftovers.stale import review
+    else's claim (:mod:`gitlease.claims.stale`). ``refs``: the refs just bound."""
+    from ..claims.stale import review
 
     try:
         stale = review(store, keep=set(refs))

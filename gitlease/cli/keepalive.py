@@ -37,7 +37,7 @@ def keepalive(
     the claim is released, lost or replaced; `release` stops it. Exit 3 if a keepalive
     already keeps the claim alive, 4 if you do not hold it.
     """
-    from ..keepalive import keep_alive
+    from ..keepalive.start import keep_alive
 
     claim = keep_alive(
         open_store(opts),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .._files import atomic_write
+from .._util.files import atomic_write
 from ..errors import UsageError
 from .app import CONTEXT, Options, cli, command, emit, shared_options
 

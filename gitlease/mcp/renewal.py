@@ -10,7 +10,7 @@ too and remembers why: the claim is never revived, and the next call on it answe
 LOST from the store. Nothing is released here, ever: when the server ends, this
 daemon thread ends with it and the claims expire after their TTL.
 
-The thread renews through the library (:func:`gitlease.lease.heartbeat`) with the
+The thread renews through the library (:func:`gitlease.api.lease.heartbeat`) with the
 receipt the acquire wrote; the token stays in that file.
 """
 
@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._text import printable
+from .._util.text import printable
+from ..api.lease import heartbeat
 from ..errors import GitleaseError, LostError
-from ..lease import heartbeat
-from ..record import TOKEN_PREFIX
-from ..store import Store
+from ..model.record import TOKEN_PREFIX
+from ..store.local import Store
 
 #: The shortest wait between two renewals of one claim, whatever its TTL.
 MIN_INTERVAL = 0.1

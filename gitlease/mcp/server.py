@@ -26,7 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from ..errors import GitleaseError, LostError, UsageError
-from ..record import TOKEN_PREFIX
+from ..model.record import TOKEN_PREFIX
 from . import capture, tools
 from .renewal import Renewals
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import GitleaseError, UsageError
-from ..refname import validate_resource
+from ..model.refname import validate_resource
 from .builtin import BUILTINS
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import GitleaseError, UsageError
-from ..refname import validate_resource
+from ..model.refname import validate_resource
 
 _MAX_DIGITS = 18
 

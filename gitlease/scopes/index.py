@@ -28,15 +28,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._gitread import Snapshot
-from .._text import printable
-from ..claim import Claim, is_expired, judge
-from ..clock import Now, format_duration
+from .._util.text import printable
+from .._util.value import Value
 from ..errors import CorruptRecordError, HeldError, UsageError
-from ..guards import hold
-from ..record import Record, parse
-from ..store import Store
-from ..value import Value
+from ..gitio.gitread import Snapshot
+from ..model.claim import Claim, is_expired, judge
+from ..model.clock import Now, format_duration
+from ..model.record import Record, parse
+from ..state.guards import hold
+from ..store.local import Store
 from .wildmatch import MAX_PATTERN_CHARS, compile_pattern, overlaps
 
 VERSION = 1
@@ -76,7 +76,7 @@ def guard_path(git_dir: Path) -> Path:
 
 def pointer_path(worktree_git_dir: Path) -> Path:
     """Where a repository notes its store's path for the commit hook's shell fast path."""
-    from ..gitdirs import common_dir
+    from ..gitio.gitdirs import common_dir
 
     return common_dir(worktree_git_dir) / "worklease" / "scopes-store"
 

@@ -14,10 +14,10 @@ from collections.abc import Container, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from .._text import printable
-from ..claim import Claim, judge
-from ..clock import Now, format_duration
-from ..store import Store
+from .._util.text import printable
+from ..model.claim import Claim, judge
+from ..model.clock import Now, format_duration
+from ..store.local import Store
 from .index import Index, index_path, read_index, rebuild
 from .wildmatch import _literal_prefix, check_path, compile_pattern, is_repository_path
 
@@ -151,8 +151,8 @@ def _store_of(git_dir: Path) -> Path:
     call, once per process)."""
     found = _STORES.get(git_dir)
     if found is None:
-        from ..gitdirs import _worktree_of
-        from ..location import locate
+        from ..gitio.gitdirs import _worktree_of
+        from ..store.location import locate
 
         worktree = _worktree_of(git_dir)
         found = locate(cwd=worktree if worktree is not None else git_dir).git_dir
@@ -174,7 +174,7 @@ def _index_of(store_dir: Path, git_dir: Path) -> Index | None:
     """The store's index; None if it has none (no claim there ever had scopes). One that
     exists but cannot be read (not as gitlease writes it) is made afresh from every record,
     in memory: slower, never blind."""
-    from ..location import Location
+    from ..store.location import Location
 
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
@@ -190,9 +190,9 @@ def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
     The commit hooks call it with the paths a commit changes; the harness's pre-edit hooks
     with the file about to be edited. A store that cannot be read is a problem (fail closed).
     """
-    from .. import bindings as bindings_mod
     from ..errors import GitleaseError
-    from ..location import Location
+    from ..receipts import bindings as bindings_mod
+    from ..store.location import Location
 
     try:
         store_dir = _store_of(git_dir)

@@ -1,0 +1,304 @@
+"""The engine of every owned write, over one ref or many: renew, release, check, and the
+guards and retries every write (an acquire too) goes through.
+
+Every ownership decision follows one pattern: take the guards of every ref
+involved (in ref order, so two bundles never deadlock), read the current
+records, decide from exactly what was read, then compare-and-swap every ref
+against the object id that was read, in one reference transaction (one atomic
+push for a remote store). Nothing here overwrites a record it could not verify.
+When a ref moved between the read and the write, the decision is made again
+from a fresh read (:func:`with_cas_retry`).
+
+Acquiring builds on it (:mod:`gitlease.claims.acquire`, :mod:`gitlease.claims.firstfree`); the
+single-resource commands (:mod:`gitlease.api.lease`) and bundles (:mod:`gitlease.api.bundle`) are
+thin wrappers over these modules.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TypeVar
+
+from ..errors import CompareAndSwapFailed, GitleaseError, LostError
+from ..gitio.gitread import Snapshot
+from ..model.claim import Claim, holder_remaining_ms, judge
+from ..model.clock import Now, format_duration, rfc3339
+from ..model.record import RELEASED, Record, SigningKey, check_text
+from ..receipts import directory as receiptdir
+from ..receipts.receipt import ClaimRef, Receipt
+from ..state import keepers
+from ..store.local import Store
+from . import ownership
+
+#: How often a decision is made again when the ref keeps moving under it.
+CAS_ATTEMPTS = 5
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------ guards and retries
+
+
+@contextmanager
+def guards(store: Store, refs: Iterable[str]) -> Iterator[None]:
+    """Hold the guards of several refs at once, always taken in ref order (no deadlock)."""
+    with ExitStack() as stack:
+        for ref in sorted(set(refs)):
+            stack.enter_context(store.guard(ref))
+        yield
+
+
+def with_cas_retry(attempt: Callable[[], T], refresh: Callable[[], None] | None = None) -> T:
+    """Decide again when the ref moved under us (with a fresh look at the store first)."""
+    for i in range(CAS_ATTEMPTS):
+        try:
+            return attempt()
+        except CompareAndSwapFailed:
+            if i == CAS_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (i + 1))
+            if refresh is not None:
+                refresh()
+    raise AssertionError("unreachable")
+
+
+# ------------------------------------------------------------------ owned claims
+
+
+def renew_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], new_ttl: int | None
+) -> list[Claim]:
+    """Extend each claim by its TTL (or ``new_ttl``). LOST if any expired: never revived."""
+    store.prepare_write()
+
+    def attempt() -> list[Claim]:
+        with guards(store, [c.ref for c in claim_refs]):
+            now = Now.read()
+            snaps = _refuse_partial(store, rec, {c.ref: store.read(c.ref) for c in claim_refs})
+            plans = []
+            for claim_ref in claim_refs:
+                snap = snaps[claim_ref.ref]
+                claim = judge(snap, now, claim_ref.resource)
+                # (oid=None: a write signs with the receipt's token, so its key is checked)
+                record = ownership.owned_record(claim, rec, claim_ref.replace(oid=None))
+                if record.state == RELEASED:
+                    raise LostError(
+                        f"claim {claim_ref.claim_id} on {claim.resource} was released",
+                        claim=claim.to_dict(),
+                    )
+                if (holder_remaining_ms(record, now) or 0) <= 0:
+                    raise LostError(
+                        f"{claim.describe()}: an expired claim is never renewed. Stop mutating, "
+                        "preserve progress, re-acquire",
+                        claim=claim.to_dict(),
+                    )
+                plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
+            written = _write(store, rec, plans, "heartbeat", now)
+            ownership.note_landed(store, written)  # (under the guards: no release between)
+            return written
+
+    # From what this host last saw: its own writes are mirrored at once, and if the
+    # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
+    claims = with_cas_retry(attempt, refresh=store.refresh)
+    if new_ttl is not None:  # a keepalive of these claims renews at its old cadence: wake it
+        _wake_keepers(store, rec, claim_refs)
+    return claims
+
+
+def _wake_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
+    """Tell the keepalive processes of ``claim_refs`` to look again (their TTL changed)."""
+    try:
+        kept = keepers.by_claim(store.git_dir)
+    except (OSError, GitleaseError):
+        return
+    pids = {k.pid for c in claim_refs if (k := kept.get((c.ref, c.claim_id))) is not None}
+    for pid in pids:
+        receiptdir.poke(receiptdir.wake_path(rec.path, pid))
+
+
+def _renewed(record: Record, now: Now, ttl_ms: int, oid: str | None) -> Record:
+    return record.evolve(
+        renewed_at=rfc3339(now.wall_ms),
+        expires_at=rfc3339(now.wall_ms + ttl_ms),
+        renew_by=rfc3339(now.wall_ms + ttl_ms // 2),
+        ttl_ms=ttl_ms,
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms + ttl_ms,
+        previous=oid,
+    )
+
+
+def release_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], checkpoint: str | None
+) -> list[Claim]:
+    """Write each claim's tombstone; idempotent for the caller's own released claims."""
+    if checkpoint is not None:
+        check_text(checkpoint, "the checkpoint")
+    store.prepare_write()
+
+    unwritten: set[str] = set()
+
+    def attempt() -> list[Claim]:
+        with guards(store, [c.ref for c in claim_refs]):
+            now = Now.read()
+            snaps = {c.ref: store.read(c.ref) for c in claim_refs}
+            # a partial bundle: release what is held, and pass over what was never written
+            unwritten.clear()
+            unwritten.update(c.ref for c in ownership.unwritten_members(store, rec, snaps))
+            if unwritten and store.recheck_refusal():  # never pass over one on a stale look
+                snaps = {ref: store.read(ref) for ref in snaps}
+                unwritten.clear()
+                unwritten.update(c.ref for c in ownership.unwritten_members(store, rec, snaps))
+            if unwritten >= {c.ref for c in claim_refs}:
+                missing = [c for c in rec.claims if c.ref in unwritten]
+                raise ownership.partial_error(store, rec, missing)
+            plans: list[tuple[Snapshot, Record]] = []
+            done: list[Claim] = []
+            for claim_ref in claim_refs:
+                snap = snaps[claim_ref.ref]
+                claim = judge(snap, now, claim_ref.resource)
+                if claim_ref.ref in unwritten:
+                    done.append(claim)  # never this receipt's: nothing to release
+                    continue
+                record = ownership.owned_record(claim, rec, claim_ref.replace(oid=None))
+                if record.state == RELEASED:
+                    done.append(claim)
+                    continue
+                if (holder_remaining_ms(record, now) or 0) <= 0:
+                    raise LostError(
+                        f"{claim.describe()}: released nothing. Your last writes may have come "
+                        "after your ownership ended",
+                        claim=claim.to_dict(),
+                    )
+                plans.append((snap, _tombstone(record, now, checkpoint, snap.oid)))
+            written = _write(store, rec, plans, "release", now) if plans else []
+            return done + written
+
+    claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
+    _stop_keepers(store, rec, claim_refs)
+    if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
+        c.ref for c in rec.claims
+    }:
+        # the token leaves the receipt once nothing it proves is held (a bundle member
+        # released on its own leaves the token for the others)
+        ownership.retire(store, rec)
+    ownership.unbind_all(store, claim_refs)
+    order = {c.ref: i for i, c in enumerate(claim_refs)}
+    return sorted(claims, key=lambda c: order[c.ref])
+
+
+def _stop_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
+    """Stop the keepalive processes that keep nothing but ``claim_refs`` (just released).
+
+    One that keeps other claims too (a bundle's other members, one released on its own)
+    goes on keeping them: it is woken to look now, finds this member released, drops it
+    from what it keeps (and from the registry), and renews the others.
+    """
+    released = {(c.ref, c.claim_id) for c in claim_refs}
+    try:
+        kept = keepers.live(store.git_dir)
+    except (OSError, GitleaseError):
+        kept = []
+    whole = [k for k in kept if {(r, c) for _, r, c in k.claims} <= released]
+    for k in kept:
+        if k not in whole and any((r, c) in released for _, r, c in k.claims):
+            receiptdir.poke(receiptdir.wake_path(rec.path, k.pid))
+    stop = {(r, c) for k in whole for _, r, c in k.claims}
+    if stop:
+        keepers.stop(store.git_dir, sorted(stop))
+
+
+def _tombstone(record: Record, now: Now, checkpoint: str | None, oid: str | None) -> Record:
+    return record.evolve(
+        state=RELEASED,
+        released_at=rfc3339(now.wall_ms),
+        expires_at=rfc3339(now.wall_ms),
+        boot_id=now.boot,
+        boot_expires_ms=now.boot_ms,
+        checkpoint=checkpoint if checkpoint is not None else record.checkpoint,
+        previous=oid,
+    )
+
+
+def check_claims(
+    store: Store, rec: Receipt, claim_refs: list[ClaimRef], need_ms: int
+) -> list[Claim]:
+    """The caller still holds each claim, with at least ``need_ms`` left; LOST otherwise."""
+    now = Now.read()
+    wanted = rec.claims if rec.bundle_id is not None else claim_refs  # a bundle: every member
+    if len(wanted) == 1:
+        snaps = [store.read(wanted[0].ref)]
+    else:
+        by_ref = {s.ref: s for s in store.read_all()}
+        snaps = [by_ref.get(c.ref, Snapshot(c.ref, None, None)) for c in wanted]
+    read = _refuse_partial(store, rec, {s.ref: s for s in snaps})
+    snaps = [read[c.ref] for c in claim_refs]
+    # A record whose object id the binding holds is the holder's own last write, byte for
+    # byte (the id is checked against the bytes): no signature to check, no key to derive.
+    return [
+        _held_now(judge(snap, now, c.resource, known=(c.oid,)), rec, c, now, need_ms)
+        for c, snap in zip(claim_refs, snaps, strict=True)
+    ]
+
+
+def _refuse_partial(store: Store, rec: Receipt, snaps: dict[str, Snapshot]) -> dict[str, Snapshot]:
+    """LOST if ``rec`` is a bundle some of whose members were never written (a crash in
+    the middle of its commit): nobody may act on a partial bundle, through a bundle
+    command or a single member's. (On a fresh look first, if the store's view can be
+    behind.) ``snaps``, or the refs read again after such a look."""
+    missing = ownership.unwritten_members(store, rec, snaps)
+    if missing and store.recheck_refusal():
+        snaps = {ref: store.read(ref) for ref in snaps}
+        missing = ownership.unwritten_members(store, rec, snaps)
+    if missing:
+        raise ownership.partial_error(store, rec, missing)
+    return snaps
+
+
+def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms: int) -> Claim:
+    record = ownership.owned_record(claim, rec, claim_ref)
+    if record.state == RELEASED or not rec.token:
+        raise LostError(
+            f"claim {claim_ref.claim_id} on {claim.resource} was released",
+            claim=claim.to_dict(),
+        )
+    left = holder_remaining_ms(record, now)
+    if left is None:  # a claim counts only on its holder's own clock
+        raise LostError(
+            f"claim {claim_ref.claim_id} on {claim.resource} was written on another host "
+            "or before this host last booted: it is not held here. Stop mutating, "
+            "preserve progress, re-acquire",
+            claim=claim.to_dict(),
+        )
+    if claim.state != "active" or left <= 0:
+        raise LostError(
+            f"{claim.describe()}. Stop mutating, preserve progress, re-acquire",
+            claim=claim.to_dict(),
+        )
+    if left < need_ms:
+        raise LostError(
+            f"{claim.describe()}: only {format_duration(left)} left, "
+            f"{format_duration(need_ms)} required. Heartbeat first",
+            claim=claim.to_dict(),
+        )
+    return claim
+
+
+def _write(
+    store: Store, rec: Receipt, plans: list[tuple[Snapshot, Record]], verb: str, now: Now
+) -> list[Claim]:
+    """Sign and compare-and-swap every planned record in one transaction."""
+    if rec.token is None:
+        raise LostError(f"receipt {rec.path} has no token: it proves no claim")
+    key = SigningKey(rec.token)
+    signed = [(snap, record.signed(key)) for snap, record in plans]
+    first = signed[0][1]
+    message = f"gitlease {verb}: {first.claim_id} revision {first.revision}"
+    oids = store.compare_and_swap_many(
+        [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed], message
+    )
+    return [
+        judge(Snapshot(snap.ref, oid, record.raw), now, record.resource)
+        for (snap, record), oid in zip(signed, oids, strict=True)
+    ]

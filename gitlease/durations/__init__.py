@@ -1,1 +1,0 @@
-"""Durations as people type them: a unit always, several parts allowed (``1h30m``)."""

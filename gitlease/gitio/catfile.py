@@ -1,0 +1,89 @@
+"""One long-lived ``git cat-file --batch`` process, for reading many blobs in turn: a record
+chain (``log``, ``verify``, the retention pass), where the next id to ask for is often in the
+answer to the last. No pygit2: the reads stay lean (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import suppress
+from pathlib import Path
+from typing import IO
+
+from ..errors import StoreError
+from .gitread import OID, git_env
+
+
+class BatchReader:
+    """One ``git cat-file --batch`` process, fed one object id at a time: the next id to ask
+    for is often in the answer to the last (a record names its predecessor)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def read(self, oid: str) -> tuple[bytes | None, str | None]:
+        """(bytes, None) for a blob, or (None, why not)."""
+        if not OID.fullmatch(oid):  # a forged "previous" must not become a second request
+            return None, f"{oid[:80]!r} is not an object id"
+        proc = self._start()
+        stdin, stdout = _pipes(proc)
+        try:
+            stdin.write(oid.encode("ascii") + b"\n")
+            stdin.flush()
+            header = stdout.readline()
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
+        if not header:
+            self.close()
+            raise StoreError(f"cannot read the store {self.git_dir}: git cat-file ended early")
+        parts = header.split()
+        if len(parts) == 2 and parts[1] == b"missing":
+            return None, f"object {oid} is missing"
+        if len(parts) != 3 or not parts[2].isdigit():
+            self.close()  # out of step with git: start afresh next time
+            return None, f"object {oid} cannot be read"
+        size = int(parts[2])
+        body = stdout.read(size + 1)
+        if len(body) != size + 1:
+            self.close()
+            return None, f"object {oid} cannot be read"
+        kind = parts[1].decode("ascii", "replace")
+        if kind != "blob":
+            return None, f"object {oid} is a {kind}, not a blob"
+        return body[:size], None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            try:
+                self._proc = subprocess.Popen(
+                    ["git", "cat-file", "--batch"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    env=git_env(self.git_dir),
+                )
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+        return self._proc
+
+    def close(self) -> None:
+        """End the process (it ends by itself when its input closes)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        stdin, stdout = _pipes(proc)
+        with suppress(OSError):
+            stdin.close()
+        with suppress(OSError):
+            stdout.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    assert proc.stdin is not None and proc.stdout is not None  # made with PIPE
+    return proc.stdin, proc.stdout

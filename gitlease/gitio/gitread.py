@@ -1,0 +1,193 @@
+"""Reading refs and blobs with plain git: output parsers and the checks libgit2 lacks.
+
+The store reads with ``git`` processes (no pygit2 import: it costs more than a
+whole read), so the parsing of their output, and of ``packed-refs`` where
+libgit2 would silently skip a damaged line, lives here. No I/O but the files
+and bytes it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .._util.value import Value
+
+#: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
+UNREADABLE_OID = "0" * 40
+#: A full object id, SHA-1 or SHA-256.
+OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
+_PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
+
+
+#: What git exports to the hooks it runs that would point another git process at a different
+#: repository, index, object directory (a push's quarantine) or ref namespace than it names.
+_REPOSITORY_ENV = frozenset({
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_PREFIX",
+    "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH",
+    "GIT_NAMESPACE",
+})  # fmt: skip
+
+
+def git_env(git_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a git process on one repository of gitlease's (a store, the
+    repository here): without the location variables a surrounding git hook exported, so
+    gitlease run from a hook (a commit check, a server's pre-receive) reads and writes
+    exactly the repository it names; with ``GIT_DIR`` when ``git_dir`` is given."""
+    env = {k: v for k, v in os.environ.items() if k not in _REPOSITORY_ENV}
+    if git_dir is not None:
+        env["GIT_DIR"] = str(git_dir)
+    env.update(extra)
+    return env
+
+
+def with_settings(env: dict[str, str], settings: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """``env`` with git configuration added through ``GIT_CONFIG_COUNT`` (after any the
+    caller set): in the environment rather than as ``-c`` arguments, because a credential
+    setting or an HTTP header may be a secret, and any user can read a process's arguments."""
+    if not settings:
+        return env
+    try:
+        first = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        first = 0
+    out = dict(env, GIT_CONFIG_COUNT=str(first + len(settings)))
+    for i, (key, value) in enumerate(settings, first):
+        out[f"GIT_CONFIG_KEY_{i}"] = key
+        out[f"GIT_CONFIG_VALUE_{i}"] = value
+    return out
+
+
+class Snapshot(Value):
+    """What a ref held when it was read: its object id and the blob's bytes."""
+
+    __slots__ = ("ref", "oid", "data", "problem", "first_seen_ms")
+    _defaults: ClassVar[dict[str, Any]] = {"problem": None, "first_seen_ms": None}
+    ref: str
+    oid: str | None  # None: the ref does not exist
+    data: bytes | None  # None: absent ref
+    problem: str | None  # set when the ref exists but cannot be read as a blob
+    #: Remote stores only: when this host first saw this object id at this ref (boot clock).
+    first_seen_ms: int | None
+
+
+def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
+    """Why ``packed-refs`` cannot back libgit2's "``ref`` is absent", or None.
+
+    libgit2 skips lines it cannot parse, so a damaged line could hide ``ref``:
+    every line must have the repository's object id length, and no line may
+    name ``ref`` at all.
+    """
+    try:
+        data = (git_dir / "packed-refs").read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"packed-refs cannot be read ({exc.strerror})"
+    pattern = _PACKED_REFS_SHA256 if _sha256(git_dir) else _PACKED_REFS_SHA1
+    if pattern.fullmatch(data) and b" " + ref.encode() + b"\n" not in data:
+        return None
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if line and not line.startswith(b"#") and not pattern.fullmatch(line + b"\n"):
+            return f"packed-refs is corrupt at line {number}"
+        if line.endswith(b" " + ref.encode()):
+            return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
+    return None
+
+
+def _sha256(git_dir: Path) -> bool:
+    try:
+        config = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "objectformat = sha256" in config.lower().replace("\t", " ")
+
+
+def stderr_text(result: subprocess.CompletedProcess[bytes]) -> str:
+    """What a git command said on stderr (or its exit status), for a message."""
+    return result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}"
+
+
+#: Why a symbolic ref under ``refs/worklease/`` is an invalid record: gitlease never writes
+#: one, git reads through it to whatever it names, and libgit2 cannot write it. Every
+#: command judges it alike (``check``, ``list``, ``verify``, ``heartbeat``).
+SYMBOLIC = "the ref is symbolic (gitlease never writes one)"
+
+
+def is_symbolic(git_dir: Path, ref: str) -> bool:
+    """Whether the loose ref file of ``ref`` is a symbolic ref (``ref: ...``); packed refs
+    cannot be."""
+    try:
+        with open(git_dir / ref, "rb") as f:
+            return f.read(5) == b"ref: "
+    except OSError:
+        return False
+
+
+def parse_for_each_ref(out: bytes) -> list[Snapshot]:
+    """Snapshots from ``for-each-ref --format='%(refname) %(objectname) %(objecttype)
+    %(raw:size) %(symref)%0a%(raw)'`` (the ``%(symref)`` field may be left out)."""
+    snapshots = []
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
+        # git allows any byte from 0x80 up in a ref name: one that is not UTF-8 keeps its
+        # bytes as lone surrogates, so that it can be reported (never a crash)
+        fields = out[pos:end].decode("utf-8", "surrogateescape").split(" ")
+        ref, oid, kind, size = fields[:4]
+        start = end + 1
+        stop = start + int(size)
+        data = out[start:stop]
+        pos = stop + 1  # for-each-ref ends every entry with a newline
+        if len(fields) > 4 and fields[4]:  # %(symref): git read through it
+            snapshots.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
+        elif kind == "blob":  # (every field given: once per ref of the store)
+            snapshots.append(Snapshot._of((ref, oid, data, None, None)))
+        else:
+            snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))
+    return snapshots
+
+
+def broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:
+    """Refs git reported as broken (and skipped) under ``pattern``: unreadable snapshots."""
+    broken = []
+    for line in stderr.decode("utf-8", "surrogateescape").splitlines():
+        if "ignoring broken ref" in line:
+            ref = line.rsplit(" ", 1)[-1]
+            if ref == pattern or (pattern.endswith("/") and ref.startswith(pattern)):
+                broken.append(Snapshot(ref, UNREADABLE_OID, None, "the ref file is corrupt"))
+    return broken
+
+
+class ReflogLine(Value):
+    """One reflog line: the record it replaced, the record it wrote, when (seconds)."""
+
+    __slots__ = ("old", "new", "when", "raw")
+    old: str
+    new: str
+    when: int | None  # None: the line does not parse (it counts as old)
+    raw: bytes  # the line as written, with its newline
+
+
+def parse_reflog(data: bytes) -> list[ReflogLine]:
+    """A reflog file's lines, oldest first (``old new name <email> seconds tz\\tmessage``)."""
+    lines = []
+    for raw in data.split(b"\n"):
+        if not raw:
+            continue
+        head = raw.split(b"\t", 1)[0].split(b" ")
+        old = head[0].decode("ascii", "replace")
+        new = head[1].decode("ascii", "replace") if len(head) > 1 else ""
+        stamp = head[-2] if len(head) >= 5 else b""
+        when = int(stamp) if stamp.isdigit() and len(stamp) <= 19 else None
+        lines.append(ReflogLine(old, new, when, raw + b"\n"))
+    return lines
+
+
+def named_ids(lines: list[ReflogLine]) -> frozenset[str]:
+    """Every record id a reflog still names (both ids of each line; not the zero id)."""
+    return frozenset(o for line in lines for o in (line.old, line.new) if o.strip("0"))

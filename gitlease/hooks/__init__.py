@@ -1,0 +1,2 @@
+"""The git hooks: the commit check, installing hooks, finding hook folders, inspecting what runs
+there."""

@@ -1,0 +1,1 @@
+"""Keeping claims alive for an agent: starting a keeper process, and the process."""

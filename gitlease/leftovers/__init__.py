@@ -1,2 +1,0 @@
-"""Leftovers of earlier work in a worktree: bindings whose claims are no longer this
-worktree's (docs/concepts.md, bindings)."""

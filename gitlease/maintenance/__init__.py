@@ -1,0 +1,1 @@
+"""verify, prune and the retention policy."""

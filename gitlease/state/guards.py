@@ -1,0 +1,109 @@
+"""The resource guard: an ``flock`` per resource around every decision about it.
+
+A guard is a small file in ``<store>/worklease/guards/``. Every ownership
+decision, and every guarded operation (``exec``, ``replace-file``) for its whole
+duration, holds the resource's guard, so gitlease callers on one host decide
+one at a time. The kernel drops the lock when its process dies, which is what
+makes a git ``<ref>.lock`` found under the guard provably stale.
+
+``exec`` lends its guard to the command it runs (and that command's
+descendants) through ``GITLEASE_GUARD``: their own gitlease calls on the same
+claim work under exec's guard instead of waiting for it, which would deadlock.
+The lock itself is never inherited, so a killed exec frees the resource at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .._util.files import flock_taken, flocked
+from .._util.files import remove_unheld as _remove_unheld
+from ..errors import HeldError
+
+#: Seconds a caller waits for another process's guard before the answer is HELD.
+GUARD_WAIT_SECONDS = 2.0
+#: exec's delegation to its command: one ``pid:guard-path`` line per enclosing exec.
+GUARD_ENV = "GITLEASE_GUARD"
+
+
+def guard_path(git_dir: Path, ref: str) -> Path:
+    """The guard file of ``ref`` in the store at ``git_dir``."""
+    digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
+    return directory(git_dir) / digest
+
+
+def directory(git_dir: Path) -> Path:
+    """Where the guards of the store at ``git_dir`` live."""
+    return git_dir / "worklease" / "guards"
+
+
+def remove_unheld(path: Path) -> bool:
+    """Remove a guard file that nobody holds now; whether it did. Only the retention pass does
+    this, for resources without a ref: every holder locks the file and then checks that the
+    path still names it (:func:`gitlease._util.files.flocked`), so a caller that opened the file
+    just before it went simply locks the new one."""
+    return _remove_unheld(path)
+
+
+@contextmanager
+def hold(path: Path, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
+    """Hold the guard at ``path``, or raise HELD if another process keeps it.
+
+    Re-entrant within a thread; free for the command of an ``exec`` that holds it
+    (see the module's docstring). Yields the lock's descriptor (-1 when lent).
+    """
+    if held_by_ancestor(path):
+        yield -1
+        return
+
+    def busy() -> HeldError:
+        return HeldError(
+            f"the guard of {ref} is held by another gitlease process "
+            "(a running exec or replace-file); try again later"
+        )
+
+    with flocked(path, wait=wait, busy=busy) as fd:
+        yield fd
+
+
+def busy(path: Path) -> bool:
+    """Whether another process holds the guard at ``path`` now (an ``exec`` or a
+    ``replace-file`` running on the resource, or a decision being made): a caller would
+    wait for it and then be told HELD. A guard lent to this process is not busy for it:
+    its own calls work under it (see the module's docstring)."""
+    return flock_taken(path) and not held_by_ancestor(path)
+
+
+def delegation(path: Path) -> str:
+    """``GITLEASE_GUARD`` for this process's descendants: its guard on top of any inherited."""
+    inherited = [e for e in os.environ.get(GUARD_ENV, "").split("\n") if e]
+    return "\n".join([*inherited, f"{os.getpid()}:{path}"])
+
+
+def held_by_ancestor(path: Path) -> bool:
+    """Whether a live ancestor of this process (an ``exec``) lends us the guard at ``path``."""
+    for entry in os.environ.get(GUARD_ENV, "").split("\n"):
+        pid, _, held = entry.partition(":")
+        if held == str(path) and pid.isdigit() and int(pid) > 1 and _is_ancestor(int(pid)):
+            return True
+    return False
+
+
+def _is_ancestor(pid: int) -> bool:
+    """Whether ``pid`` is an ancestor of this process (read from /proc on Linux)."""
+    current = os.getppid()
+    for _ in range(128):
+        if current == pid:
+            return True
+        if current <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            current = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False

@@ -1,0 +1,263 @@
+"""Which claims a keepalive process keeps alive on this host: a small registry in the store.
+
+``<store>/worklease/keepalive.json`` lists the running keepalive processes
+(:mod:`gitlease.keepalive.start`), each with the claims it renews, the process it
+watches and its log. It sits in the store rather than next to the receipt
+because a receipt's directory is private to one worktree, and every agent's
+``show`` and ``list`` on this host should see that a claim is kept alive. Writers
+rewrite it whole under the ``flock`` of ``keepalive.lock``; readers take no lock
+(the file is replaced atomically). An entry names its process by pid and start
+time (:mod:`gitlease._util.procs`), so an entry left by a process that died (``kill
+-9``) or a pid the kernel gave to another process is never reported, and the
+next writer drops it. The registry holds no secret: pids, claim ids, paths.
+
+A remote store's registry is its local mirror's: keepalive processes are a
+matter of one host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .._util import procs as _procs
+from .._util.files import atomic_write, flocked
+from .._util.text import masked
+from .._util.value import Value
+from ..errors import HeldError, StoreError, UsageError
+from ..model.refname import decode
+
+#: How a keepalive process's command line names it (gitlease/keepalive.py starts it so).
+KEEPALIVE_ARGV0 = "gitlease-keepalive"
+KEEPALIVE_BOOT_PREFIX = "from gitlease.keepalive.process import serve"
+#: How long ``release`` waits for the keepalive processes it stopped to end.
+STOP_WAIT_SECONDS = 2.0
+_LOCK_WAIT_SECONDS = 5.0
+
+
+class Keeper(Value):
+    """A keepalive process and what it keeps alive (one registry entry; nothing secret)."""
+
+    __slots__ = (
+        "pid", "start", "boot", "claims", "bundle_id", "watched_pid", "watched_start",
+        "watched_name", "started_at", "until", "log",
+    )  # fmt: skip
+    pid: int
+    start: int  # the process's start time: a pid alone may name a later process
+    boot: str
+    claims: tuple[tuple[str, str, str], ...]  # (resource, ref, claim id) of every claim renewed
+    bundle_id: str | None
+    watched_pid: int
+    watched_start: int
+    watched_name: str
+    started_at: str
+    until: str  # when it stops at the latest (--max)
+    log: str
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process still runs in this boot (not a later process with its pid)."""
+        return self.boot == _procs.boot_id() and _procs.alive(self.pid, self.start)
+
+    def keeps(self, ref: str, claim_id: str) -> bool:
+        """Whether it renews the claim ``claim_id`` at ``ref``."""
+        return any(r == ref and c == claim_id for _, r, c in self.claims)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``keepalive`` object of a claim document (docs/reference/json.md)."""
+        return {
+            "pid": self.pid,
+            "watching": {"pid": self.watched_pid, "name": self.watched_name},
+            "started_at": self.started_at,
+            "until": self.until,
+            "log": self.log,
+        }
+
+    def describe(self) -> str:
+        """One line for people: who keeps it, what it watches, until when, where it logs."""
+        return (
+            f"kept alive by pid {self.pid}, watching pid {self.watched_pid} "
+            f"({self.watched_name}), until {self.until} at the latest; log {self.log}"
+        )
+
+    def entry(self) -> dict[str, Any]:
+        """The registry's form (everything, for :func:`parse`)."""
+        doc = self.as_dict()
+        doc["claims"] = [list(c) for c in self.claims]
+        return doc
+
+
+def parse(doc: Any) -> Keeper | None:
+    """A registry entry, or None if it is not one (the file can be edited by anyone who can
+    write the store: parsed totally, never trusted beyond its shape)."""
+    try:
+        claims = tuple((str(c[0]), str(c[1]), str(c[2])) for c in doc["claims"] if len(c) == 3)
+        ints = [doc[k] for k in ("pid", "start", "watched_pid", "watched_start")]
+        texts = [doc[k] for k in ("boot", "watched_name", "started_at", "until", "log")]
+        bundle_id = doc["bundle_id"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    if not claims or any(type(i) is not int or i < 0 for i in ints):
+        return None
+    if any(not isinstance(t, str) for t in texts) or not isinstance(bundle_id, str | None):
+        return None
+    return Keeper(
+        pid=ints[0],
+        start=ints[1],
+        boot=texts[0],
+        claims=claims,
+        bundle_id=bundle_id,
+        watched_pid=ints[2],
+        watched_start=ints[3],
+        watched_name=masked(texts[1]),
+        started_at=masked(texts[2]),
+        until=masked(texts[3]),
+        log=texts[4],
+    )
+
+
+def _path(git_dir: Path) -> Path:
+    return git_dir / "worklease" / "keepalive.json"
+
+
+def _entries(git_dir: Path) -> list[Keeper]:
+    """Every parseable entry, live or not (none if the file is missing or unreadable)."""
+    try:
+        doc = json.loads(_path(git_dir).read_bytes())
+        entries = doc["keepers"]
+        if not isinstance(entries, list):
+            return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [k for k in (parse(e) for e in entries) if k is not None]
+
+
+def registered(git_dir: Path) -> list[Keeper]:
+    """Every entry of the registry, live or not (the board shows a dead keeper as dead)."""
+    return _entries(git_dir)
+
+
+def live(git_dir: Path) -> list[Keeper]:
+    """The keepalive processes of the store at ``git_dir`` that still run."""
+    return [k for k in _entries(git_dir) if k.alive]
+
+
+def by_claim(git_dir: Path) -> dict[tuple[str, str], Keeper]:
+    """``(ref, claim id)`` -> the live keepalive process that renews that claim."""
+    return {(ref, cid): k for k in live(git_dir) for _, ref, cid in k.claims}
+
+
+def _write(git_dir: Path, keepers: list[Keeper]) -> None:
+    path = _path(git_dir)
+    data = json.dumps({"keepers": [k.entry() for k in keepers]}, indent=2) + "\n"
+    try:
+        atomic_write(path, data.encode("utf-8"), durable=False, mode=0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _locked(git_dir: Path) -> contextlib.AbstractContextManager[int]:
+    lock = git_dir / "worklease" / "keepalive.lock"
+
+    def busy() -> StoreError:
+        return StoreError(f"{lock} stayed locked for {_LOCK_WAIT_SECONDS:.0f} seconds")
+
+    return flocked(lock, wait=_LOCK_WAIT_SECONDS, busy=busy)
+
+
+def refuse_second(others: Iterable[Keeper], claims: Iterable[tuple[str, str, str]]) -> None:
+    """HELD naming the first process if one of ``others`` already keeps one of ``claims``
+    ``(resource, ref, claim id)`` alive: one keepalive per claim."""
+    wanted = list(claims)
+    for other in others:
+        for resource, ref, claim_id in wanted:
+            if other.keeps(ref, claim_id):
+                raise HeldError(
+                    f"claim {claim_id} on {resource} is already kept alive by the keepalive "
+                    f"process {other.pid} (watching pid {other.watched_pid}, "
+                    f"{other.watched_name}; log {other.log})"
+                )
+
+
+def register(git_dir: Path, keeper: Keeper) -> None:
+    """Add ``keeper``, unless a live process already keeps one of its claims alive (HELD,
+    :func:`refuse_second`). Entries of dead processes are dropped."""
+    with _locked(git_dir):
+        others = live(git_dir)
+        refuse_second(others, keeper.claims)
+        _write(git_dir, [*others, keeper])
+
+
+def unregister(git_dir: Path, pid: int, start: int) -> None:
+    """Remove the entry of the process ``(pid, start)`` (and of every dead process)."""
+    with _locked(git_dir):
+        _write(git_dir, [k for k in live(git_dir) if (k.pid, k.start) != (pid, start)])
+
+
+def forget_dead(git_dir: Path) -> int:
+    """Drop the entries of processes that no longer run; how many (the retention pass)."""
+    if not _path(git_dir).exists():
+        return 0
+    with _locked(git_dir):
+        entries = _entries(git_dir)
+        alive = [k for k in entries if k.alive]
+        if len(alive) != len(entries):
+            _write(git_dir, alive)
+        return len(entries) - len(alive)
+
+
+def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:
+    """Whether ``keeper``'s process is provably a gitlease keepalive of this user that
+    renews the claims at ``refs``: its start time is the one recorded (so the pid was not
+    handed on), it runs under this user, and its command line is the keepalive's
+    (``... -c <boot> gitlease-keepalive RESOURCE...``) naming each of those resources.
+
+    The registry can be edited by anyone who can write the store: without this, an entry
+    naming another process made ``release`` SIGTERM it (any process of the releasing user).
+    """
+    if not _procs.alive(keeper.pid, keeper.start):
+        return False
+    try:
+        if os.stat(f"/proc/{keeper.pid}").st_uid != os.geteuid():
+            return False
+    except OSError:
+        return False
+    argv = _procs.cmdline(keeper.pid)
+    if KEEPALIVE_ARGV0 not in argv:
+        return False
+    at = argv.index(KEEPALIVE_ARGV0)
+    if at < 2 or argv[at - 2] != "-c" or not argv[at - 1].startswith(KEEPALIVE_BOOT_PREFIX):
+        return False
+    named = set(argv[at + 1 :])
+    try:
+        return all(decode(ref) in named for ref in refs)
+    except UsageError:
+        return False
+
+
+def stop(git_dir: Path, claims: Iterable[tuple[str, str]]) -> list[int]:
+    """Stop the keepalive processes that renew any of ``claims`` (``(ref, claim id)`` pairs),
+    and wait a moment for them to end; their pids. Best effort: a process that stays (it is
+    stopped with SIGSTOP, say) finds the claim released at its next renewal and ends then."""
+    wanted = set(claims)
+    found = [
+        k
+        for k in live(git_dir)
+        if any(k.keeps(ref, cid) for ref, cid in wanted)
+        and provably_keepalive(k, [ref for ref, cid in wanted if k.keeps(ref, cid)])
+    ]
+    for keeper in found:
+        # checked again just before: never signal a pid that moved on
+        if keeper.alive and provably_keepalive(keeper, []):
+            with contextlib.suppress(OSError):
+                os.kill(keeper.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while any(k.alive for k in found) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [k.pid for k in found]

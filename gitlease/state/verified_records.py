@@ -1,0 +1,103 @@
+"""Records verified before, by object id, kept across processes for the reads.
+
+``list``, ``free`` and ``show`` verify every record's Ed25519 signature; with
+10,000 claims that is most of their time, and the records rarely change. A
+record is a blob, named by the hash of its bytes, so "the record with object
+id X verified" stays true for ever: the cache cannot go stale. It is one file
+per user in the store, ``worklease/verified-<uid>``: a header line, then one
+object id a line, at most :data:`MAX_ENTRIES` (the ids of the records a read
+just saw first). Written whole with :func:`~gitlease._util.files.atomic_write`.
+
+What it may do, and what not (docs/design.md, the verified-records cache):
+
+* An id counts only for bytes that hash to it, computed here
+  (:func:`gitlease.model.record.blob_oid`), never git's word for it: a replaced
+  object file, a wrong line, a stale or copied cache gives a record its full
+  check, never a pass.
+* The file is used only if it is a regular file of this user's that nobody
+  else can write, and only by the reads. Whoever could write it can write the
+  store's refs too, and so show any self-signed record to a read anyway; the
+  most a forged cache could do is make a read show as valid a record whose
+  signature is broken. Every decision (acquire, heartbeat, release,
+  ``verify``, the commit check) checks signatures itself, so a forged cache
+  can never make a record count as someone's claim, nor make two holders.
+* Anything off (another owner, a link, a bad header, too big, unreadable)
+  makes the cache empty for that read; the next read that verifies something
+  writes a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._util.files import atomic_write
+
+MAGIC = b"gitlease verified-records v1\n"
+#: At most this many ids (about 2.5 MB): more than the largest store gitlease is measured at.
+MAX_ENTRIES = 60_000
+_MAX_BYTES = len(MAGIC) + MAX_ENTRIES * 65
+
+
+def path(git_dir: Path) -> Path:
+    """This user's cache file in the store ``git_dir``."""
+    return git_dir / "worklease" / f"verified-{os.getuid()}"
+
+
+def _read(git_dir: Path) -> bytes:
+    """The cache file's bytes after the header, or b"" if it is not to be trusted."""
+    try:
+        fd = os.open(path(git_dir), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.getuid()
+            or st.st_mode & 0o022
+            or st.st_size > _MAX_BYTES
+        ):
+            return b""
+        data = os.read(fd, _MAX_BYTES + 1)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    if not data.startswith(MAGIC):
+        return b""
+    return data[len(MAGIC) - 1 :]  # from the header's newline: every id sits between two
+
+
+def load(git_dir: Path) -> frozenset[str]:
+    """The object ids of records verified before (empty if there is no trusted cache)."""
+    data = _read(git_dir)
+    if not data:
+        return frozenset()
+    return frozenset(data.decode("ascii", "replace").split("\n"))
+
+
+def contains(git_dir: Path, oid: str) -> bool:
+    """Whether ``oid`` was verified before (one read, no set built: for ``show``)."""
+    data = _read(git_dir)
+    return bool(data) and b"\n" + oid.encode("ascii", "replace") + b"\n" in data
+
+
+def save(git_dir: Path, seen: Iterable[str], known: Iterable[str] = ()) -> None:
+    """Write the cache: ``seen`` (ids just verified or found valid) first, then ``known``
+    (what the cache held), to :data:`MAX_ENTRIES`. Best effort: a cache that cannot be
+    written costs the next read its checks, nothing else."""
+    entries = dict.fromkeys(seen)
+    for oid in known:
+        if len(entries) >= MAX_ENTRIES:
+            break
+        entries.setdefault(oid)
+    lines = [oid for oid in entries if oid][:MAX_ENTRIES]
+    data = MAGIC + "".join(f"{oid}\n" for oid in lines).encode("ascii", "replace")
+    with contextlib.suppress(OSError):
+        target = path(git_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data, durable=False)

@@ -1,0 +1,2 @@
+"""Where claims live: the local store (compare-and-swap on a ref), the remote store (atomic
+pushes), locating a project's store, the coordinator, push replies."""
