@@ -71,37 +71,40 @@ if TYPE_CHECKING:
 __version__ = "0.2.0"
 
 _LAZY = {
-    "Store": "store",
-    "RemoteStore": "remote",
-    "open_store": "location",
-    "Claim": "claim",
-    "Lease": "handle",
-    "acquire_lease": "handle",
-    "Acquired": "lease",
-    "acquire": "lease",
-    "acquire_first_free": "lease",
-    "heartbeat": "lease",
-    "release": "lease",
-    "check": "lease",
-    "bind": "lease",
-    "unbind": "lease",
-    "show": "reads",
-    "list_claims": "reads",
-    "free": "reads",
-    "log": "reads",
-    "history": "reads",
-    "bundle": "bundle",
+    "Store": "store.local",
+    "RemoteStore": "store.remote",
+    "open_store": "store.location",
+    "Claim": "model.claim",
+    "Lease": "api.handle",
+    "acquire_lease": "api.handle",
+    "Acquired": "api.lease",
+    "acquire": "api.lease",
+    "acquire_first_free": "api.lease",
+    "heartbeat": "api.lease",
+    "release": "api.lease",
+    "check": "api.lease",
+    "bind": "api.lease",
+    "unbind": "api.lease",
+    "show": "api.reads",
+    "list_claims": "api.reads",
+    "free": "api.reads",
+    "log": "api.reads",
+    "history": "api.reads",
+    "bundle": "api.bundle",
     "canonical_key": "providers",
-    "run_guarded": "guarded",
-    "execute": "guarded",
-    "replace_file": "guarded",
-    "keep_alive": "keepalive",
-    "keep_bundle_alive": "keepalive",
-    "Keeper": "keepers",
-    "verify": "verification",
-    "prune": "pruning",
-    "retain": "pruning",
+    "run_guarded": "api.guarded",
+    "execute": "api.guarded",
+    "replace_file": "api.guarded",
+    "keep_alive": "keepalive.start",
+    "keep_bundle_alive": "keepalive.start",
+    "Keeper": "state.keepers",
+    "verify": "maintenance.verify",
+    "prune": "maintenance.prune",
+    "retain": "maintenance.prune",
 }
+
+#: The names in the lazy map that are modules, not a module's attribute.
+_LAZY_MODULES = frozenset({"bundle"})
 
 __all__ = [
     "AmbiguousError",
@@ -125,4 +128,4 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'gitlease' has no attribute {name!r}")
     loaded = import_module(f".{module}", __name__)
-    return loaded if name == module else getattr(loaded, name)
+    return loaded if name in _LAZY_MODULES else getattr(loaded, name)

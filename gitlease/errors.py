@@ -50,7 +50,7 @@ class HeldError(GitleaseError):
         claims: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message, claim=claim)
-        #: The holder's :class:`~gitlease.model.claim.Claim` when it is known (``--wait`` shows it).
+        #: The holder's :class:`~gitlease.model.claim.Claim` when known (``--wait`` shows it).
         self.holder = holder
         self.claims = claims
         #: False when waiting cannot change the answer (the active claim is the caller's

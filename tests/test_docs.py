@@ -16,7 +16,7 @@ DOCS = ROOT / "docs"
 CLI_MD = DOCS / "reference" / "cli.md"
 GENERATOR = ROOT / "scripts" / "gen-cli-reference"
 TUTORIAL = DOCS / "tutorial.md"
-SKILL = ROOT / "gitlease" / "skill" / "SKILL.md"
+SKILL = ROOT / "gitlease" / "resources" / "SKILL.md"
 
 
 def all_commands() -> list[tuple[str, click.Command]]:
@@ -197,9 +197,17 @@ def test_docs_never_show_a_token(page: str) -> None:
 # ------------------------------------------------------------------ the configuration page
 
 CONFIGURATION = DOCS / "reference" / "configuration.md"
-CODE = [*sorted((ROOT / "gitlease").rglob("*.py")), *sorted((ROOT / "hooks").glob("gitlease-*"))]
+CODE = [
+    *sorted((ROOT / "gitlease").rglob("*.py")),
+    *sorted((ROOT / "gitlease" / "resources").glob("gitlease-*")),
+]
 #: String literals of the form "gitlease.NAME" that name a module, not a git config key.
-_MODULE_LITERALS = {"gitlease.cli", "gitlease.skill", "gitlease.hookcheck", "gitlease.providers"}
+_MODULE_LITERALS = {
+    "gitlease.cli",
+    "gitlease.resources",
+    "gitlease.hookcheck",
+    "gitlease.providers",
+}
 
 
 def _code_text() -> str:

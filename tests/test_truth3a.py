@@ -489,11 +489,11 @@ def test_a_gitlease_package_in_the_checkout_or_pythonpath_cannot_replace_the_che
 
 
 def test_hooks_installed_by_0_2_0_keep_working(repo: Path) -> None:
-    """A repository whose hooks 0.2.0 installed (the text kept in tests/fixtures), used
+    """A repository whose hooks 0.2.0 installed (the text kept in tests/support), used
     with this version: a live claim commits, a lapsed one is refused; `hooks status` calls
     them outdated, and `hooks install` brings the current text."""
     assert run_cli("hooks", "install", cwd=repo).code == 0
-    old = (Path(__file__).parent / "fixtures" / "gitlease-hook-0.2.0").read_text()
+    old = (Path(__file__).parent / "support" / "gitlease-hook-0.2.0").read_text()
     old = old.replace("gitlease_python='python3'", f"gitlease_python={sys.executable}")
     hooks = [h for h in (repo / ".git" / "hooks").iterdir() if "gitlease-managed" in h.read_text()]
     assert hooks

@@ -1,7 +1,8 @@
 """One resource: acquire, heartbeat, release, check, bind and unbind (docs/concepts.md).
 
-Thin wrappers over the claims core (:mod:`gitlease.claims.acquire`, :mod:`gitlease.claims.firstfree`,
-:mod:`gitlease.claims.engine`): a single claim is the engine's write over one ref, without a bundle id.
+Thin wrappers over the claims engine (:mod:`gitlease.claims.acquire`,
+:mod:`gitlease.claims.firstfree`, :mod:`gitlease.claims.engine`): a single claim is the engine's
+write over one ref, without a bundle id.
 """
 
 from __future__ import annotations

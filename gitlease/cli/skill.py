@@ -15,7 +15,7 @@ def skill_text() -> str:
     """The text of the shipped SKILL.md."""
     from importlib.resources import files
 
-    return (files("gitlease.skill") / "SKILL.md").read_text(encoding="utf-8")
+    return (files("gitlease.resources") / "SKILL.md").read_text(encoding="utf-8")
 
 
 @cli.group("skill", invoke_without_command=True, context_settings=CONTEXT)

@@ -28,7 +28,7 @@ def program(name: str, placeholder: str, variable: str, python: str) -> str:
     line replaced so that it runs ``python``."""
     from importlib.resources import files
 
-    text = (files("gitlease._hooks") / name).read_text(encoding="utf-8")
+    text = (files("gitlease.resources") / name).read_text(encoding="utf-8")
     return text.replace(placeholder, f"{variable}={shlex.quote(python)}")
 
 

@@ -9,7 +9,7 @@ Installing writes gitlease's hook program under each hook name, in every hooks f
 the repository that gitlease may write: never into a folder that is part of a checkout (a
 committed ``.githooks``), where it prints the line to add instead. A hook already in place
 moves to ``gitlease-chained/<name>`` in the same folder and still runs first, as git would
-have run it (see ``hooks/gitlease-hook``). A hook manager's reinstall that replaces or
+have run it (see ``gitlease/resources/gitlease-hook``). A hook manager's reinstall that replaces or
 sidelines gitlease's hook (pre-commit keeps it as ``<name>.legacy``, lefthook as
 ``<name>.old``, husky overwrites it) is recognised: ``status`` says so, and ``install``
 puts things back in order. ``uninstall`` removes only gitlease's files and restores the

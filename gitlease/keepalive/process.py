@@ -2,10 +2,11 @@
 process lives, then stop and leave the claim to expire (docs/concepts.md, keeping a claim
 alive).
 
-It is started by :func:`gitlease.keepalive.start.start` as ``python -c "from gitlease.keepalive.process
-import serve; serve()"``, detached, with its parameters as one JSON document on stdin; it
-answers on stdout with one JSON document (the :class:`~gitlease.state.keepers.Keeper` it
-registered, or the error), then closes stdout and keeps the claim until it must stop.
+It is started by :func:`gitlease.keepalive.start.start` as ``python -c "from
+gitlease.keepalive.process import serve; serve()"``, detached, with its parameters as one
+JSON document on stdin; it answers on stdout with one JSON document (the
+:class:`~gitlease.state.keepers.Keeper` it registered, or the error), then closes stdout
+and keeps the claim until it must stop.
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""The agent skill shipped with gitlease: ``SKILL.md``, printed by ``gitlease skill``."""
