@@ -70,6 +70,8 @@ _LOG_KEY = "core.logAllRefUpdates"
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
 GC_GRACE = "1.hour.ago"
+#: How many blobs a store keeps read (a claim record is under 1 KiB).
+_BLOB_CACHE = 256
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BROKEN_FOR_TESTS = _testing.switch(_testing.BREAK_CAS) == "yes-break-safety-for-tests"
 
@@ -87,6 +89,11 @@ class Store:
         self.location = location
         self.git_dir = location.git_dir
         self._repo: Any = None
+        #: Blobs read through pygit2, by object id: an object's bytes never change, so one
+        #: operation's three reads of the record at a ref (early look, under the guard,
+        #: under the ref lock) cost one object read (docs/performance.md, figure 1). The
+        #: ref itself is read afresh every time: only it can change.
+        self._blobs: dict[str, bytes] = {}
 
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
@@ -262,6 +269,9 @@ class Store:
     def read_blob(self, oid: str) -> tuple[bytes | None, str | None]:
         """(bytes, None) for a blob, or (None, why not)."""
         if self._repo is not None:
+            known = self._blobs.get(oid)
+            if known is not None:
+                return known, None
             import pygit2
 
             try:
@@ -270,7 +280,11 @@ class Store:
                 return None, f"object {oid} is missing"
             if obj.type != pygit2.enums.ObjectType.BLOB:
                 return None, f"object {oid} is a {obj.type_str}, not a blob"
-            return obj.data, None
+            data: bytes = obj.data
+            if len(self._blobs) >= _BLOB_CACHE:
+                self._blobs.clear()
+            self._blobs[oid] = data
+            return data, None
         kind = self._git("cat-file", "-t", oid)
         if kind.returncode != 0:
             return None, f"object {oid} is missing"
@@ -362,9 +376,13 @@ class Store:
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob; its object id."""
         try:
-            return str(self.repo.create_blob(data))
+            oid = str(self.repo.create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
+        if len(self._blobs) >= _BLOB_CACHE:
+            self._blobs.clear()
+        self._blobs[oid] = data
+        return oid
 
     def compare_and_swap(
         self, ref: str, expected_oid: str | None, data: bytes, message: str
