@@ -175,7 +175,8 @@ class Store:
         return Snapshot(ref, oid, rest[:size])
 
     def read_many(self, refs: Sequence[str]) -> list[Snapshot]:
-        """Several refs, in the order given, in two git calls whatever their number.
+        """Several refs, in the order given: with the repository open in pygit2, one lookup
+        each; else in two git calls whatever their number.
 
         One ``for-each-ref`` lists the object id of every ref in the store (it
         reads no blob, so it stays cheap with many claims), then one buffered
@@ -185,6 +186,11 @@ class Store:
         """
         if not refs:
             return []
+        if self._repo is not None:
+            # Open for a write (``acquire --first-free``): each ref looked up by name costs
+            # what that ref costs, where listing them costs what the whole store holds
+            # (docs/performance.md, figure 9); a damaged ref is named as :meth:`read` does.
+            return [self._read_pygit2(ref) for ref in refs]
         listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", PREFIX)
         if listed.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(listed)}")
