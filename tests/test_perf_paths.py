@@ -130,3 +130,30 @@ def test_a_ref_is_read_afresh_while_its_blob_is_remembered(store) -> None:
     second = store.read(ref)
     assert second.oid != first.oid and second.data != first.data
     assert store.read_blob(first.oid) == (first.data, None)
+
+
+def test_streamed_list_json_is_the_document_byte_for_byte(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gitlease.cli import output
+
+    docs = [
+        {"resource": f"r/{i}\x7f\u0085\udcff", "n": None, "f": 1.5, "b": True, "x": {"k": [1]}}
+        for i in range(1203)
+    ]
+    for case in (docs, [], docs[:1], docs[:500]):
+        output.print_claims_json(iter(case))
+        streamed = capsys.readouterr().out
+        output.print_json({"claims": case})
+        assert streamed == capsys.readouterr().out
+
+
+def test_the_verified_cache_holds_every_record_a_read_saw(tmp_path: Path) -> None:
+    from gitlease import verified
+
+    git_dir = tmp_path / "store.git"
+    seen = [f"{i:040x}" for i in range(verified.MAX_ENTRIES + 5000)]
+    older = [f"{i:040x}" for i in range(10**6, 10**6 + 10)]
+    verified.save(git_dir, seen, older)
+    kept = verified.load(git_dir)
+    assert set(seen) <= kept and set(older) <= kept

@@ -17,6 +17,7 @@ from . import output
 from .app import (
     KEY_HELP,
     Options,
+    OutputFailed,
     acquire_options,
     cli,
     command,
@@ -291,7 +292,7 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..reads import list_document
+    from ..reads import list_claims, list_document
 
     if watch:
         if opts.json or state or prefix:
@@ -302,8 +303,18 @@ def list_(
     if all_:
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
+    if opts.json:  # streamed: the text of 100,000 claims is never held whole
+        from ..value import gc_paused
+
+        claims = list_claims(open_store(opts), state=state, prefix=prefix)
+        try:
+            with gc_paused():
+                output.print_claims_json(c.to_dict() for c in claims)
+        except OSError as exc:
+            raise OutputFailed(exc) from None
+        return None
     doc = list_document(open_store(opts), state=state, prefix=prefix)
-    emit(opts, doc, None if opts.json else output.claim_table(doc["claims"]))
+    emit(opts, doc, output.claim_table(doc["claims"]))
     return None
 
 
