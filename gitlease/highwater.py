@@ -76,7 +76,7 @@ def read(git_dir: Path, ref: str) -> int:
         os.close(fd)
 
 
-def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = False) -> None:
+def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = True) -> None:
     """Raise the mark of ``ref`` to ``revision`` if it is lower (never lowers it).
 
     Best effort: a mark that cannot be written (a full disk) weakens the rollback

@@ -373,6 +373,11 @@ class Store:
         if self._repo is None:
             import pygit2
 
+            # Every object, ref and packed-refs file libgit2 writes is fsynced (with its
+            # directory) before the write is answered: a revision handed out as a fencing
+            # token must be there after a power cut (docs/reference/store.md, durability).
+            # libgit2 reads the switch when it opens a repository, so: before opening.
+            pygit2.settings.enable_fsync_gitdir(True)
             try:
                 self._repo = pygit2.Repository(str(self.git_dir))
             except pygit2.GitError as exc:
