@@ -341,12 +341,16 @@ class Store:
         return guards.guard_path(self.git_dir, ref)
 
     @contextmanager
-    def guard(self, ref: str, *, wait: float = guards.GUARD_WAIT_SECONDS) -> Iterator[int]:
-        """Hold the resource's guard, or raise HELD if another process keeps it."""
+    def guard(
+        self, ref: str, *, wait: float = guards.GUARD_WAIT_SECONDS, owned: bool = False
+    ) -> Iterator[int]:
+        """Hold the resource's guard, or raise HELD if another process keeps it. ``owned``:
+        a write of the caller's own claim, which goes before acquirers
+        (:func:`gitlease.guards.hold`)."""
         if BROKEN_FOR_TESTS:
             yield -1
             return
-        with guards.hold(self.guard_path(ref), ref, wait=wait) as fd:
+        with guards.hold(self.guard_path(ref), ref, wait=wait, owned=owned) as fd:
             yield fd
 
     def clear_stale_lock(self, ref: str, *, wait: float = STALE_LOCK_SECONDS + 2) -> None:
