@@ -307,7 +307,8 @@ def _commit_acquire(
     message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
     updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
     try:
-        oids = store.compare_and_swap_many(updates, message)
+        with store.durable():  # a revision handed out: on disk before it is answered
+            oids = store.compare_and_swap_many(updates, message)
     except BaseException as exc:
         if not store.outcome_readable(exc):
             raise  # the receipt stays, to settle the outcome with `show`

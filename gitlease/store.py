@@ -94,6 +94,8 @@ class Store:
         #: under the ref lock) cost one object read (docs/performance.md, figure 1). The
         #: ref itself is read afresh every time: only it can change.
         self._blobs: dict[str, bytes] = {}
+        self._durable = 0  # inside :meth:`durable`
+        self._durable_repo: Any = None
 
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
@@ -377,21 +379,58 @@ class Store:
         if self._repo is None:
             import pygit2
 
-            # Every object, ref and packed-refs file libgit2 writes is fsynced (with its
-            # directory) before the write is answered: a revision handed out as a fencing
-            # token must be there after a power cut (docs/reference/store.md, durability).
-            # libgit2 reads the switch when it opens a repository, so: before opening.
-            pygit2.settings.enable_fsync_gitdir(True)
             try:
                 self._repo = pygit2.Repository(str(self.git_dir))
             except pygit2.GitError as exc:
                 raise StoreError(f"cannot open the store {self.git_dir}: {exc}") from None
         return self._repo
 
+    @contextmanager
+    def durable(self) -> Iterator[None]:
+        """The writes in this block hand out a revision (an acquire, a repair's tombstone):
+        libgit2 fsyncs their objects, refs and reflog lines, each with its directory, before
+        the write returns, so that the revision is there after a power cut and the next one
+        continues above it (docs/reference/store.md, durability). Other writes (heartbeat,
+        release) are not synced: losing one to a power cut never repeats a revision."""
+        self._durable += 1
+        try:
+            yield
+        finally:
+            self._durable -= 1
+            if self._durable == 0 and self._repo is not None:
+                self._sync_writes()  # off again: a ref database made later must not sync
+
+    def _sync_writes(self) -> None:
+        """Set libgit2's fsync switch for the write about to happen. The switch is one for the
+        whole process: the object database reads it at each write, the ref database once,
+        when a repository first touches its refs (hence :meth:`_writer`)."""
+        import pygit2
+
+        pygit2.settings.enable_fsync_gitdir(self._durable > 0)
+
+    def _writer(self) -> Any:
+        """The repository that writes: inside :meth:`durable`, a second handle whose ref
+        database was made with libgit2's fsync switch on (so its refs and reflog lines are
+        synced); else the one the reads use."""
+        if self._durable <= 0:
+            return self.repo
+        if self._durable_repo is None:
+            import pygit2
+
+            self._sync_writes()
+            try:
+                repo = pygit2.Repository(str(self.git_dir))
+                repo.references.get("HEAD")  # its ref database, made now: with the switch on
+            except pygit2.GitError as exc:
+                raise StoreError(f"cannot open the store {self.git_dir}: {exc}") from None
+            self._durable_repo = repo
+        return self._durable_repo
+
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob; its object id."""
+        self._sync_writes()
         try:
-            oid = str(self.repo.create_blob(data))
+            oid = str(self._writer().create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
         if len(self._blobs) >= _BLOB_CACHE:
@@ -415,7 +454,8 @@ class Store:
         """All of the updates or none, in one reference transaction (refs locked in order)."""
         import pygit2
 
-        repo = self.repo
+        self.repo  # noqa: B018 - opened for the reads under the lock
+        repo = self._writer()
         new_oids = [self.write_blob(data) for _, _, data in updates]
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:
@@ -633,6 +673,7 @@ class Store:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
         import pygit2
 
+        self._sync_writes()
         try:
             with self.repo.transaction() as tx:
                 self._lock_ref(tx, ref)
