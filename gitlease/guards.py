@@ -77,15 +77,16 @@ def hold(
     if held_by_ancestor(path):
         yield -1
         return
-    try:
-        with flocked(path, wait=0.0, busy=_taken) as fd:  # uncontended: one try, nothing more
-            yield fd
-            return
-    except _Taken:
-        pass
+    owner = path.with_name(path.name + OWNER_SUFFIX)
+    if owned or not flock_taken(owner):  # (an owner waiting: an acquirer does not even try)
+        try:
+            with flocked(path, wait=0.0, busy=_taken) as fd:  # uncontended: one try
+                yield fd
+                return
+        except _Taken:
+            pass
     started = time.monotonic()
     first = holder_pid(path)
-    owner = path.with_name(path.name + OWNER_SUFFIX)
 
     def busy() -> HeldError:
         return HeldError(_busy_message(ref, path, time.monotonic() - started, first))
