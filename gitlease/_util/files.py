@@ -122,18 +122,29 @@ def open_lock_file(path: Path) -> int:
     return fd
 
 
-def flock_polling(fd: int, deadline: float) -> bool:
-    """Take an exclusive ``flock`` on ``fd`` before the monotonic ``deadline``; False if not."""
+def flock_polling(
+    fd: int,
+    deadline: float,
+    *,
+    longest_pause: float = 0.05,
+    defer: Callable[[], bool] | None = None,
+) -> bool:
+    """Take an exclusive ``flock`` on ``fd`` before the monotonic ``deadline``; False if not.
+
+    ``defer``: while it answers True, do not even try (a caller with priority waits for
+    the lock: see :func:`gitlease.guards.hold`). ``longest_pause``: between tries."""
     delay = 0.002
     while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        if defer is None or not defer():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(delay, longest_pause))
+        delay = min(delay * 2, longest_pause)
 
 
 def flock_taken(path: Path) -> bool:
@@ -160,14 +171,22 @@ def flock_taken(path: Path) -> bool:
 
 
 @contextmanager
-def flocked(path: Path, *, wait: float | None, busy: Callable[[], GitleaseError]) -> Iterator[int]:
+def flocked(
+    path: Path,
+    *,
+    wait: float | None,
+    busy: Callable[[], GitleaseError],
+    longest_pause: float = 0.05,
+    defer: Callable[[], bool] | None = None,
+) -> Iterator[int]:
     """Hold an exclusive ``flock`` on the file ``path``; yields its descriptor.
 
     Re-entrant within a thread (a thread that holds it gets it again at no cost);
     another thread of the same process waits like any other process, since each
     thread opens its own descriptor. ``wait``: seconds to wait before ``busy()`` is
-    raised (None: as long as it takes). Closing the descriptor drops the lock, so
-    a killed holder frees it at once.
+    raised (None: as long as it takes); ``longest_pause`` and ``defer``: see
+    :func:`flock_polling`. Closing the descriptor drops the lock, so a killed holder
+    frees it at once.
     """
     held: dict[str, int] = _HELD.__dict__.setdefault("fds", {})
     key = str(path)
@@ -180,7 +199,7 @@ def flocked(path: Path, *, wait: float | None, busy: Callable[[], GitleaseError]
         while True:
             if deadline is None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            elif not flock_polling(fd, deadline):
+            elif not flock_polling(fd, deadline, longest_pause=longest_pause, defer=defer):
                 raise busy()
             if _still_at(fd, path):
                 break

@@ -328,7 +328,8 @@ def _commit_acquire(
     updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
     window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
     try:
-        oids = store.compare_and_swap_many(updates, message)
+        with store.durable():  # a revision handed out: on disk before it is answered
+            oids = store.compare_and_swap_many(updates, message)
     except BaseException as exc:
         if not store.outcome_readable(exc):
             raise  # the receipt stays, to settle the outcome with `show`

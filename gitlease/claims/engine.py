@@ -29,11 +29,14 @@ from ..model.record import RELEASED, Record, SigningKey, check_text
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state import keepers
+from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
 from . import ownership
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
+#: How long a write of one's own claim waits for the guard (an acquire: 2 seconds).
+OWNED_GUARD_WAIT_SECONDS = 10.0
 T = TypeVar("T")
 
 
@@ -41,11 +44,14 @@ T = TypeVar("T")
 
 
 @contextmanager
-def guards(store: Store, refs: Iterable[str]) -> Iterator[None]:
-    """Hold the guards of several refs at once, always taken in ref order (no deadlock)."""
+def guards(store: Store, refs: Iterable[str], *, owned: bool = False) -> Iterator[None]:
+    """Hold the guards of several refs at once, always taken in ref order (no deadlock).
+    ``owned``: writes of the caller's own claims (heartbeat, release), which wait longer
+    and go before acquirers: contention must never fail them (:func:`gitlease.guards.hold`)."""
+    wait = OWNED_GUARD_WAIT_SECONDS if owned else GUARD_WAIT_SECONDS
     with ExitStack() as stack:
         for ref in sorted(set(refs)):
-            stack.enter_context(store.guard(ref))
+            stack.enter_context(store.guard(ref, wait=wait, owned=owned))
         yield
 
 
@@ -73,7 +79,7 @@ def renew_claims(
     store.prepare_write()
 
     def attempt() -> list[Claim]:
-        with guards(store, [c.ref for c in claim_refs]):
+        with guards(store, [c.ref for c in claim_refs], owned=True):
             now = Now.read()
             snaps = _refuse_partial(store, rec, {c.ref: store.read(c.ref) for c in claim_refs})
             plans = []
@@ -140,7 +146,7 @@ def release_claims(
     unwritten: set[str] = set()
 
     def attempt() -> list[Claim]:
-        with guards(store, [c.ref for c in claim_refs]):
+        with guards(store, [c.ref for c in claim_refs], owned=True):
             now = Now.read()
             snaps = {c.ref: store.read(c.ref) for c in claim_refs}
             # a partial bundle: release what is held, and pass over what was never written

@@ -17,6 +17,7 @@ from . import output
 from .app import (
     KEY_HELP,
     Options,
+    OutputFailed,
     acquire_options,
     cli,
     command,
@@ -295,7 +296,7 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..api.reads import list_document
+    from ..api.reads import list_claims, list_document
     from ..claims.stale import review
 
     if watch:
@@ -308,8 +309,18 @@ def list_(
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
     store = open_store(opts)
-    doc = list_document(store, state=state, prefix=prefix)
     stale = [s.to_dict() for s in review(store, drop=False)]
+    if opts.json and not stale:  # streamed: the text of 100,000 claims is never held whole
+        from .._util.value import gc_paused
+
+        claims = list_claims(store, state=state, prefix=prefix)
+        try:
+            with gc_paused():
+                output.print_claims_json(c.to_dict() for c in claims)
+        except OSError as exc:
+            raise OutputFailed(exc) from None
+        return None
+    doc = list_document(store, state=state, prefix=prefix)
     text = None
     if not opts.json:
         text = output.claim_table(doc["claims"])

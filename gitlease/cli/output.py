@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from .._util.text import escape_invisible, is_invisible, printable, visible
@@ -198,6 +199,35 @@ def write_stdout(text: str) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def print_claims_json(docs: Iterable[dict[str, Any]], batch: int = 500) -> None:
+    """``print_json({"claims": list(docs)})``, byte for byte, written as the documents come:
+    ``list --json`` of 100,000 claims holds a batch of their text at a time, not the whole
+    document and its text at once (docs/performance.md, figure 5)."""
+    write = sys.stdout.write
+    write('{\n  "claims": ')
+    sep = "[\n    "
+    out: list[str] = []
+    count = 0
+    for doc in docs:
+        out.append(sep)
+        _pretty(doc, "\n    ", out)
+        sep = ",\n    "
+        count += 1
+        if count % batch == 0:
+            write(_escaped("".join(out)))
+            out.clear()
+    write(_escaped("".join(out)) + ("[]" if count == 0 else "\n  ]") + "\n}\n")
+    sys.stdout.flush()
+
+
+def _escaped(text: str) -> str:
+    """``text`` with what :func:`json_text` escapes escaped (one character at a time, so
+    the text may come in any pieces)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def relative(claim: dict[str, Any]) -> str:

@@ -3,17 +3,21 @@
 The store reads with ``git`` processes (no pygit2 import: it costs more than a
 whole read), so the parsing of their output, and of ``packed-refs`` where
 libgit2 would silently skip a damaged line, lives here. No I/O but the files
-and bytes it is given.
+and bytes it is given (and ``worklease/packed-refs-checked``, see
+:func:`packed_refs_problem`).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .._util.files import atomic_write
 from .._util.value import Value
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
@@ -75,28 +79,137 @@ class Snapshot(Value):
     first_seen_ms: int | None
 
 
+#: Where a store remembers the identity of the last ``packed-refs`` found well formed.
+_CHECKED = ("worklease", "packed-refs-checked")
+#: The same, in this process: identities already read from that file or checked here.
+_KNOWN_GOOD: set[str] = set()
+
+
 def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
     """Why ``packed-refs`` cannot back libgit2's "``ref`` is absent", or None.
 
     libgit2 skips lines it cannot parse, so a damaged line could hide ``ref``:
     every line must have the repository's object id length, and no line may
     name ``ref`` at all.
+
+    Checking every line costs a scan of the whole file, which grows with the store
+    (docs/performance.md, figure 10), and an acquire of a new resource asks three
+    times. So the file is checked whole once per identity (device, inode, size,
+    modification and change times: git replaces ``packed-refs`` through a lock file
+    and a rename, and any edit in place changes its change time), the identity of a
+    well-formed one kept in ``worklease/packed-refs-checked``; then only whether a line
+    names ``ref`` is looked up, by binary search when git wrote the file sorted.
     """
     try:
-        data = (git_dir / "packed-refs").read_bytes()
+        fd = os.open(git_dir / "packed-refs", os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
         return f"packed-refs cannot be read ({exc.strerror})"
-    pattern = _PACKED_REFS_SHA256 if _sha256(git_dir) else _PACKED_REFS_SHA1
-    if pattern.fullmatch(data) and b" " + ref.encode() + b"\n" not in data:
-        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0:
+            return None
+        sha256 = _sha256(git_dir)
+        ident = (
+            f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+            f"{'sha256' if sha256 else 'sha1'}"
+        )
+        name = ref.encode("utf-8", "surrogateescape")
+        if _known_good(git_dir, ident):
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+                if not _names(data, name):
+                    return None
+        data_bytes = _read_all(fd, st.st_size)
+    except OSError as exc:
+        return f"packed-refs cannot be read ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return _scan(git_dir, data_bytes, name, ref, ident, sha256)
+
+
+def _scan(
+    git_dir: Path, data: bytes, name: bytes, ref: str, ident: str, sha256: bool
+) -> str | None:
+    """The whole check of one ``packed-refs``; remembers a well-formed file's identity."""
+    pattern = _PACKED_REFS_SHA256 if sha256 else _PACKED_REFS_SHA1
+    if pattern.fullmatch(data):
+        _remember_good(git_dir, ident)
+        if b" " + name + b"\n" not in data:
+            return None
     for number, line in enumerate(data.split(b"\n"), 1):
         if line and not line.startswith(b"#") and not pattern.fullmatch(line + b"\n"):
             return f"packed-refs is corrupt at line {number}"
-        if line.endswith(b" " + ref.encode()):
+        if line.endswith(b" " + name):
             return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
     return None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    pos = 0
+    while True:
+        chunk = os.pread(fd, max(size - pos, 1 << 16), pos)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        pos += len(chunk)
+
+
+def _known_good(git_dir: Path, ident: str) -> bool:
+    key = f"{git_dir}\0{ident}"
+    if key in _KNOWN_GOOD:
+        return True
+    try:
+        stored = git_dir.joinpath(*_CHECKED).read_bytes().decode("ascii", "replace").strip()
+    except OSError:
+        return False
+    if stored != ident:
+        return False
+    _KNOWN_GOOD.add(key)
+    return True
+
+
+def _remember_good(git_dir: Path, ident: str) -> None:
+    """Best effort: a store this process cannot write to is checked whole again next time."""
+    _KNOWN_GOOD.add(f"{git_dir}\0{ident}")
+    path = git_dir.joinpath(*_CHECKED)
+    with suppress(OSError):
+        if path.read_bytes().decode("ascii", "replace").strip() == ident:
+            return
+    with suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, ident.encode("ascii") + b"\n", durable=False, mode=0o644)
+
+
+def _names(data: mmap.mmap, name: bytes) -> bool:
+    """Whether a line of a well-formed ``packed-refs`` names the ref ``name``: a binary
+    search over the lines if git wrote the file sorted (its header says so), else a find."""
+    header_end = data.find(b"\n")
+    header = data[: header_end if header_end >= 0 else 0]
+    if not (header.startswith(b"# pack-refs with:") and b" sorted" in header):
+        return data.find(b" " + name + b"\n") >= 0  # (a well-formed file ends with one)
+    lo, hi = header_end + 1, len(data)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        start = max(lo, data.rfind(b"\n", lo, mid) + 1)
+        line_start = start
+        while line_start < hi and data[line_start : line_start + 1] in (b"^", b"#"):
+            end = data.find(b"\n", line_start, hi)
+            line_start = hi if end < 0 else end + 1
+        if line_start >= hi:
+            hi = start
+            continue
+        end = data.find(b"\n", line_start, hi)
+        end = hi if end < 0 else end
+        named = data[line_start:end].partition(b" ")[2]
+        if named == name:
+            return True
+        if named < name:
+            lo = end + 1
+        else:
+            hi = start
+    return False
 
 
 def _sha256(git_dir: Path) -> bool:

@@ -173,12 +173,19 @@ def _retain(
 ) -> dict[str, Claim]:
     """Everything but receipts and gc; the claims as they are after it (ref -> claim)."""
     snaps = store.read_all()
+    # Each record judged once (its signature checked: this pass decides, so it never trusts
+    # the reads' cache); after tombstones went, a ref still at the same record keeps its
+    # judgement. (Judging twice checked every signature twice: docs/performance.md, figure 10.)
+    judged = {s.ref: judge(s, now) for s in snaps}
     with store.blob_reader() as read_blob:
         if tombstone_ms is not None:
-            _remove_tombstones(store, snaps, now, tombstone_ms, read_blob, result)
+            _remove_tombstones(store, snaps, judged, now, tombstone_ms, read_blob, result)
             if result.pruned:
                 snaps = store.read_all()
-        claims = {s.ref: judge(s, now) for s in snaps}
+        claims = {
+            s.ref: c if (c := judged.get(s.ref)) is not None and c.oid == s.oid else judge(s, now)
+            for s in snaps
+        }
         for snap in snaps:
             _trim_history(store, snap, claims[snap.ref], policy, now, read_blob, result)
         _remove_orphan_reflogs(store, set(claims), read_blob, result)
@@ -212,6 +219,7 @@ def _one_pass(store: Store, *, wait: float) -> Iterator[bool]:
 def _remove_tombstones(
     store: Store,
     snaps: list[Snapshot],
+    judged: dict[str, Claim],
     now: Now,
     limit_ms: int,
     read_blob: BlobRead,
@@ -220,7 +228,7 @@ def _remove_tombstones(
     """Remove tombstones released longer ago than ``limit_ms``, each after its floor is
     durable, then its reflog (its history goes with it; the floor keeps the revision)."""
     for snap in snaps:
-        claim = judge(snap, now)
+        claim = judged[snap.ref]
         record = claim.record
         if claim.state != "released" or record is None or record.released_at is None:
             continue

@@ -321,7 +321,7 @@ def _write_repair(store: Store, snap: Snapshot, tombstone: Record, problem: Prob
         problem.message += "; cannot be repaired: no revision that parses is left above it"
         return
     try:
-        with store.guard(snap.ref):
+        with store.guard(snap.ref), store.durable():
             store.compare_and_swap(
                 snap.ref, snap.oid, tombstone.raw or b"", "gitlease verify --repair"
             )

@@ -175,8 +175,11 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
     """Write ``receipt`` atomically, mode 0600, never through a symlink (STORE if it cannot).
 
     ``exclusive``: the file must not exist yet (a fresh receipt; USAGE if it
-    does). Not fsynced: a receipt lost to a power cut only lets its claim
-    expire, it never makes two holders. The directory is checked every time
+    does). A fresh receipt is fsynced, with its directory, before its claim is
+    written: a claim recorded in the store keeps the receipt that can release it
+    after a power cut (a remote store's claims outlive the boot). A rewrite
+    (the token taken out after release) is not: lost, it leaves the older text,
+    whose claim the store shows released. The directory is checked every time
     (:func:`check_directory`); it must exist.
     """
     path = receipt.path
@@ -188,7 +191,7 @@ def write(receipt: Receipt, *, exclusive: bool) -> None:
         )
     check_directory(path.parent)
     try:
-        atomic_write(path, body, durable=False, exclusive=exclusive)
+        atomic_write(path, body, durable=exclusive, exclusive=exclusive)
     except FileExistsError:
         raise UsageError(f"receipt {path} already exists") from None
     except OSError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,25 +50,108 @@ def remove_unheld(path: Path) -> bool:
     return _remove_unheld(path)
 
 
+class _Taken(HeldError):
+    """The guard was taken at the first try (internal to :func:`hold`)."""
+
+
+def _taken() -> HeldError:
+    return _Taken("taken")
+
+
 @contextmanager
-def hold(path: Path, ref: str, *, wait: float = GUARD_WAIT_SECONDS) -> Iterator[int]:
+def hold(
+    path: Path, ref: str, *, wait: float = GUARD_WAIT_SECONDS, owned: bool = False
+) -> Iterator[int]:
     """Hold the guard at ``path``, or raise HELD if another process keeps it.
 
     Re-entrant within a thread; free for the command of an ``exec`` that holds it
     (see the module's docstring). Yields the lock's descriptor (-1 when lent).
+
+    ``owned``: the caller writes a claim it holds (``release``, ``heartbeat``): it must
+    never fail because others contend for the resource, so it goes first. When the guard
+    is taken, it locks ``<guard>.owner`` while it waits, and every caller without
+    priority (an acquire) makes no try while that file is locked: the guard goes to the
+    owner as soon as its holder lets go. A guard held for long (an ``exec``) still ends
+    in HELD after ``wait``, with a message that says which of the two it met.
     """
     if held_by_ancestor(path):
         yield -1
         return
+    owner = path.with_name(path.name + OWNER_SUFFIX)
+    if owned or not flock_taken(owner):  # (an owner waiting: an acquirer does not even try)
+        try:
+            with flocked(path, wait=0.0, busy=_taken) as fd:  # uncontended: one try
+                yield fd
+                return
+        except _Taken:
+            pass
+    started = time.monotonic()
+    first = holder_pid(path)
 
     def busy() -> HeldError:
-        return HeldError(
-            f"the guard of {ref} is held by another gitlease process "
-            "(a running exec or replace-file); try again later"
-        )
+        return HeldError(_busy_message(ref, path, time.monotonic() - started, first))
 
-    with flocked(path, wait=wait, busy=busy) as fd:
-        yield fd
+    if not owned:
+        with flocked(path, wait=wait, busy=busy, defer=lambda: flock_taken(owner)) as fd:
+            yield fd
+        return
+    try:
+        with (
+            flocked(owner, wait=wait, busy=busy),
+            flocked(path, wait=max(0.0, started + wait - time.monotonic()), busy=busy,
+                    longest_pause=0.002) as fd,
+        ):  # fmt: skip
+            yield fd
+    finally:
+        _remove_unheld(owner)
+
+
+#: The file an owned write locks while it waits for the guard (see :func:`hold`).
+OWNER_SUFFIX = ".owner"
+
+
+def _busy_message(ref: str, path: Path, waited: float, first: int | None) -> str:
+    """HELD's message: what kept the guard, as far as the kernel's lock table tells."""
+    last = holder_pid(path)
+    if first is None and last is None:  # (the kernel's lock table does not say)
+        return (
+            f"the guard of {ref} stayed taken for {waited:.1f}s by other gitlease processes "
+            "(callers contending for it, or a running exec or replace-file on it); try again "
+            "later, or wait in line with --wait"
+        )
+    if first is not None and first == last:
+        return (
+            f"the guard of {ref} was held by process {last} for all of {waited:.1f}s "
+            "(a running exec or replace-file on it, or a gitlease process that is stuck); "
+            "try again later"
+        )
+    return (
+        f"the guard of {ref} stayed busy for {waited:.1f}s: other gitlease callers kept "
+        "deciding about it one after another (contention); try again, or wait in line "
+        "with --wait"
+    )
+
+
+def holder_pid(path: Path) -> int | None:
+    """The process that holds the ``flock`` on ``path`` now, from ``/proc/locks`` (None if
+    nobody, or if this system does not say)."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", "rb") as f:
+            table = f.read()
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}".encode()
+    for line in table.split(b"\n"):
+        fields = line.split()
+        if (
+            len(fields) >= 6
+            and fields[1] == b"FLOCK"
+            and fields[5] == wanted
+            and fields[4].isdigit()
+        ):
+            return int(fields[4])
+    return None
 
 
 def busy(path: Path) -> bool:

@@ -16,6 +16,22 @@ compare-and-swap, never before: a crash in between leaves a mark behind its ref
 refuse a healthy ref. A mark is therefore never above a revision that landed, and
 a mark that cannot be written only weakens the check (it never fails a write).
 
+A mark is raised on every acquire, so its write is the cheapest one that keeps it
+exact (docs/performance.md, figure 1): overwritten in place under an ``flock`` of the
+file itself, not replaced through a temporary file and a rename (three directory
+operations an acquire). Why that is safe:
+
+* readers take the shared lock and writers the exclusive one, so nobody reads a half
+  written mark, and two raisers (one under the guard, one refusing early without it)
+  compare and write in turn, so a lower value can never overwrite a higher one;
+* a mark only rises, so its text never gets shorter: an overwrite leaves no tail of
+  the old one (and a longer file is cut to size all the same);
+* the write is ``fdatasync``'d before the acquire returns (docs/reference/store.md,
+  durability): after a power cut the mark holds what the last acquire wrote, one
+  sector, the old text or the new;
+* a file removed meanwhile (``prune``'s :func:`forget`) is noticed under the lock
+  and the mark written to the file at the path again.
+
 ``prune``'s revision floors are a separate thing (a removed ref's last revision);
 an absent ref continues from the higher of its floor and its mark. ``prune`` folds
 the mark into the floor when it removes a ref, then drops the mark, and never
@@ -26,13 +42,18 @@ No pygit2, click or cryptography here.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 from contextlib import suppress
 from pathlib import Path
 
-from .._util.files import atomic_write
+from .._util import sharing as perms
+from .._util.files import fsync_dir
 
 _DIR = ("worklease", "highwater")
+_READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+_WRITE = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 def mark_path(git_dir: Path, ref: str) -> Path:
@@ -43,21 +64,63 @@ def mark_path(git_dir: Path, ref: str) -> Path:
 
 def read(git_dir: Path, ref: str) -> int:
     """The mark of ``ref``: the highest revision written or seen here (0 if none)."""
-    return _parse(mark_path(git_dir, ref), ref)
+    try:
+        fd = os.open(mark_path(git_dir, ref), _READ)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _parse(os.pread(fd, 4096, 0), ref)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
 
 
-def raise_to(git_dir: Path, ref: str, revision: int) -> None:
+def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = True) -> None:
     """Raise the mark of ``ref`` to ``revision`` if it is lower (never lowers it).
 
     Best effort: a mark that cannot be written (a full disk) weakens the rollback
-    check, and must not turn a write that landed into a failure.
+    check, and must not turn a write that landed into a failure. ``durable``: synced
+    to disk before this returns (see the module's doc).
     """
-    if revision <= read(git_dir, ref):
-        return
     path = mark_path(git_dir, ref)
     with suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, f"{revision} {ref}\n".encode("utf-8", "surrogateescape"), durable=False)
+        for _ in range(3):
+            try:
+                fd = os.open(path, _WRITE, 0o600)
+            except FileNotFoundError:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                perms.widen_parents(path)  # a store several users write (core.sharedRepository)
+                fd = os.open(path, _WRITE, 0o600)
+            try:
+                perms.widen_fd(fd, path, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if not _still_at(fd, path):
+                    continue  # removed (forget) while we waited: write the file at the path
+                old = os.pread(fd, 4096, 0)
+                if revision <= _parse(old, ref):
+                    return
+                data = f"{revision} {ref}\n".encode("utf-8", "surrogateescape")
+                os.pwrite(fd, data, 0)
+                if len(old) > len(data):  # (a mark of another ref in the file: not ours)
+                    os.ftruncate(fd, len(data))
+                if durable:
+                    os.fdatasync(fd)
+                    if not old:  # a new file: its name, too
+                        fsync_dir(path.parent)
+                return
+            finally:
+                os.close(fd)
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def forget(git_dir: Path, ref: str) -> None:
@@ -67,13 +130,10 @@ def forget(git_dir: Path, ref: str) -> None:
         mark_path(git_dir, ref).unlink()
 
 
-def _parse(path: Path, ref: str) -> int:
-    """The revision in a mark file, if it is this ref's and well formed (else 0: a mark
-    that cannot be read is no mark, so it can never refuse a healthy ref)."""
-    try:
-        text = path.read_bytes().decode("utf-8", "surrogateescape")
-    except OSError:
-        return 0
+def _parse(data: bytes, ref: str) -> int:
+    """The revision in a mark file's bytes, if it is this ref's and well formed (else 0: a
+    mark that cannot be read is no mark, so it can never refuse a healthy ref)."""
+    text = data.decode("utf-8", "surrogateescape")
     revision, _, named = text.strip().partition(" ")
     if named != ref or not (revision.isascii() and revision.isdigit() and len(revision) <= 19):
         return 0

@@ -5,8 +5,9 @@
 record is a blob, named by the hash of its bytes, so "the record with object
 id X verified" stays true for ever: the cache cannot go stale. It is one file
 per user in the store, ``worklease/verified-<uid>``: a header line, then one
-object id a line, at most :data:`MAX_ENTRIES` (the ids of the records a read
-just saw first). Written whole with :func:`~gitlease._util.files.atomic_write`.
+object id a line: the ids of the records a read just saw first, all of them,
+then up to :data:`MAX_ENTRIES` older ones. Written whole with
+:func:`~gitlease._util.files.atomic_write`.
 
 What it may do, and what not (docs/design.md, the verified-records cache):
 
@@ -37,9 +38,13 @@ from pathlib import Path
 from .._util.files import atomic_write
 
 MAGIC = b"gitlease verified-records v1\n"
-#: At most this many ids (about 2.5 MB): more than the largest store gitlease is measured at.
+#: Beyond the ids a read just saw, at most this many older ones are kept (about 4 MB).
 MAX_ENTRIES = 60_000
-_MAX_BYTES = len(MAGIC) + MAX_ENTRIES * 65
+#: The file holds every id a read saw, however many (a cache smaller than the store would
+#: make every ``list`` check again what did not fit, docs/performance.md, figure 5), up to
+#: this many in all (65 MB: ten times the largest store gitlease is measured at).
+_MAX_TOTAL = 1_000_000
+_MAX_BYTES = len(MAGIC) + _MAX_TOTAL * 65
 
 
 def path(git_dir: Path) -> Path:
@@ -87,15 +92,16 @@ def contains(git_dir: Path, oid: str) -> bool:
 
 
 def save(git_dir: Path, seen: Iterable[str], known: Iterable[str] = ()) -> None:
-    """Write the cache: ``seen`` (ids just verified or found valid) first, then ``known``
-    (what the cache held), to :data:`MAX_ENTRIES`. Best effort: a cache that cannot be
-    written costs the next read its checks, nothing else."""
+    """Write the cache: ``seen`` (ids just verified or found valid) first, every one, then
+    ``known`` (what the cache held), to :data:`MAX_ENTRIES` more. Best effort: a cache that
+    cannot be written costs the next read its checks, nothing else."""
     entries = dict.fromkeys(seen)
+    limit = min(len(entries) + MAX_ENTRIES, _MAX_TOTAL)
     for oid in known:
-        if len(entries) >= MAX_ENTRIES:
+        if len(entries) >= limit:
             break
         entries.setdefault(oid)
-    lines = [oid for oid in entries if oid][:MAX_ENTRIES]
+    lines = [oid for oid in entries if oid][:_MAX_TOTAL]
     data = MAGIC + "".join(f"{oid}\n" for oid in lines).encode("ascii", "replace")
     with contextlib.suppress(OSError):
         target = path(git_dir)

@@ -203,7 +203,15 @@ def record(location: Location, remote: str, *, how: str) -> None:
 
 
 def _recorded(store: Path) -> str:
-    if not (store / "config").exists():  # not made yet (`gitlease where` in a fresh clone)
+    try:
+        text = (store / "config").read_bytes()
+    except FileNotFoundError:  # not made yet (`gitlease where` in a fresh clone)
+        return ""
+    except OSError:
+        text = None  # git says why
+    # ``git config --file`` reads that one file and follows no include: a key whose name
+    # (case-insensitive) is nowhere in it is not set, and the common path runs no git.
+    if text is not None and RECORD_KEY.rsplit(".", 1)[1].encode() not in text.lower():
         return ""
     return _git_config(store, "--get", RECORD_KEY).stdout.strip()
 

@@ -70,6 +70,8 @@ _LOG_KEY = "core.logAllRefUpdates"
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
 GC_GRACE = "1.hour.ago"
+#: How many blobs a store keeps read (a claim record is under 1 KiB).
+_BLOB_CACHE = 256
 #: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
 BROKEN_FOR_TESTS = _testing.switch(_testing.BREAK_CAS) == "yes-break-safety-for-tests"
 
@@ -88,6 +90,13 @@ class Store:
         self.git_dir = location.git_dir
         self._repo: Any = None
         perms.register(self.git_dir)  # core.sharedRepository: several users write it
+        #: Blobs read through pygit2, by object id: an object's bytes never change, so one
+        #: operation's three reads of the record at a ref (early look, under the guard,
+        #: under the ref lock) cost one object read (docs/performance.md, figure 1). The
+        #: ref itself is read afresh every time: only it can change.
+        self._blobs: dict[str, bytes] = {}
+        self._durable = 0  # inside :meth:`durable`
+        self._durable_repo: Any = None
 
     def refresh(self) -> None:
         """Bring reads up to date before a decision (a remote store fetches; here: nothing)."""
@@ -175,7 +184,8 @@ class Store:
         return Snapshot(ref, oid, rest[:size])
 
     def read_many(self, refs: Sequence[str]) -> list[Snapshot]:
-        """Several refs, in the order given, in two git calls whatever their number.
+        """Several refs, in the order given: with the repository open in pygit2, one lookup
+        each; else in two git calls whatever their number.
 
         One ``for-each-ref`` lists the object id of every ref in the store (it
         reads no blob, so it stays cheap with many claims), then one buffered
@@ -185,6 +195,12 @@ class Store:
         """
         if not refs:
             return []
+        if self._repo is not None:
+            # Open for a write (``acquire --first-free``): each ref looked up by name costs
+            # what that ref costs, where listing them costs what the whole store holds
+            # (docs/performance.md, figure 9); a damaged or symbolic ref is named as
+            # :meth:`read` does.
+            return stamp_foreign(self.git_dir, [self._read_pygit2(ref) for ref in refs])
         listed = self._git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
         if listed.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(listed)}")
@@ -280,6 +296,9 @@ class Store:
     def read_blob(self, oid: str) -> tuple[bytes | None, str | None]:
         """(bytes, None) for a blob, or (None, why not)."""
         if self._repo is not None:
+            known = self._blobs.get(oid)
+            if known is not None:
+                return known, None
             import pygit2
 
             try:
@@ -288,7 +307,11 @@ class Store:
                 return None, f"object {oid} is missing"
             if obj.type != pygit2.enums.ObjectType.BLOB:
                 return None, f"object {oid} is a {obj.type_str}, not a blob"
-            return obj.data, None
+            data: bytes = obj.data
+            if len(self._blobs) >= _BLOB_CACHE:
+                self._blobs.clear()
+            self._blobs[oid] = data
+            return data, None
         kind = self._git("cat-file", "-t", oid)
         if kind.returncode != 0:
             return None, f"object {oid} is missing"
@@ -339,12 +362,16 @@ class Store:
         return guards.guard_path(self.git_dir, ref)
 
     @contextmanager
-    def guard(self, ref: str, *, wait: float = guards.GUARD_WAIT_SECONDS) -> Iterator[int]:
-        """Hold the resource's guard, or raise HELD if another process keeps it."""
+    def guard(
+        self, ref: str, *, wait: float = guards.GUARD_WAIT_SECONDS, owned: bool = False
+    ) -> Iterator[int]:
+        """Hold the resource's guard, or raise HELD if another process keeps it. ``owned``:
+        a write of the caller's own claim, which goes before acquirers
+        (:func:`gitlease.guards.hold`)."""
         if BROKEN_FOR_TESTS:
             yield -1
             return
-        with guards.hold(self.guard_path(ref), ref, wait=wait) as fd:
+        with guards.hold(self.guard_path(ref), ref, wait=wait, owned=owned) as fd:
             yield fd
 
     def clear_stale_lock(self, ref: str, *, wait: float = STALE_LOCK_SECONDS + 2) -> None:
@@ -377,13 +404,59 @@ class Store:
                 raise StoreError(f"cannot open the store {self.git_dir}: {exc}") from None
         return self._repo
 
+    @contextmanager
+    def durable(self) -> Iterator[None]:
+        """The writes in this block hand out a revision (an acquire, a repair's tombstone):
+        libgit2 fsyncs their objects, refs and reflog lines, each with its directory, before
+        the write returns, so that the revision is there after a power cut and the next one
+        continues above it (docs/reference/store.md, durability). Other writes (heartbeat,
+        release) are not synced: losing one to a power cut never repeats a revision."""
+        self._durable += 1
+        try:
+            yield
+        finally:
+            self._durable -= 1
+            if self._durable == 0 and self._repo is not None:
+                self._sync_writes()  # off again: a ref database made later must not sync
+
+    def _sync_writes(self) -> None:
+        """Set libgit2's fsync switch for the write about to happen. The switch is one for the
+        whole process: the object database reads it at each write, the ref database once,
+        when a repository first touches its refs (hence :meth:`_writer`)."""
+        import pygit2
+
+        pygit2.settings.enable_fsync_gitdir(self._durable > 0)
+
+    def _writer(self) -> Any:
+        """The repository that writes: inside :meth:`durable`, a second handle whose ref
+        database was made with libgit2's fsync switch on (so its refs and reflog lines are
+        synced); else the one the reads use."""
+        if self._durable <= 0:
+            return self.repo
+        if self._durable_repo is None:
+            import pygit2
+
+            self._sync_writes()
+            try:
+                repo = pygit2.Repository(str(self.git_dir))
+                repo.references.get("HEAD")  # its ref database, made now: with the switch on
+            except pygit2.GitError as exc:
+                raise StoreError(f"cannot open the store {self.git_dir}: {exc}") from None
+            self._durable_repo = repo
+        return self._durable_repo
+
     def write_blob(self, data: bytes) -> str:
         """Store ``data`` as a blob; its object id."""
+        self._sync_writes()
         try:
             with perms.shared_umask(self.git_dir):
-                return str(self.repo.create_blob(data))
+                oid = str(self._writer().create_blob(data))
         except Exception as exc:  # pygit2.GitError, OSError (disk full, read-only)
             raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
+        if len(self._blobs) >= _BLOB_CACHE:
+            self._blobs.clear()
+        self._blobs[oid] = data
+        return oid
 
     def compare_and_swap(
         self, ref: str, expected_oid: str | None, data: bytes, message: str
@@ -401,7 +474,8 @@ class Store:
         """All of the updates or none, in one reference transaction (refs locked in order)."""
         import pygit2
 
-        repo = self.repo
+        self.repo  # noqa: B018 - opened for the reads under the lock
+        repo = self._writer()
         new_oids = [self.write_blob(data) for _, _, data in updates]
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:
@@ -622,6 +696,7 @@ class Store:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
         import pygit2
 
+        self._sync_writes()
         try:
             with perms.shared_umask(self.git_dir), self.repo.transaction() as tx:
                 self._lock_ref(tx, ref)
