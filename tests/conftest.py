@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The explicit switch without which gitlease ignores its test-only ``GITLEASE_TESTING_*``
 #: variables (gitlease/_testing.py): set with them wherever a test uses them.
 TESTING = {"GITLEASE_TESTING": "yes-i-am-a-gitlease-test"}
-#: The deliberately broken build (no locking around compare-and-swap), for the history tests.
-BREAK_CAS = {**TESTING, "GITLEASE_TESTING_BREAK_CAS": "yes-break-safety-for-tests"}
+#: The deliberately broken build (no locking around compare-and-swap), for the history tests:
+#: tests/support/broken_cas/sitecustomize.py, loaded through PYTHONPATH. Nothing of it ships.
+BREAK_CAS = {"PYTHONPATH": str(ROOT / "tests" / "support" / "broken_cas")}
 
 
 def _build_wall_clock_shim() -> Path | None:

@@ -237,7 +237,7 @@ def test_configuration_page_lists_every_variable_and_key_the_code_reads() -> Non
     listed_keys = {k.lower() for k in re.findall(r"`(gitlease\.[A-Za-z]+)`", page)}
     variables, keys = code_environment_variables(), code_config_keys()
     # The scan finds what it must (a broken scan would pass any page).
-    assert {"GITLEASE_OWNER", "GITLEASE_STORE", "GITLEASE_TESTING_BREAK_CAS"} <= variables
+    assert {"GITLEASE_OWNER", "GITLEASE_STORE", "GITLEASE_TESTING_BOOT_ID"} <= variables
     assert {"gitlease.store", "gitlease.remote", "gitlease.autoprune"} <= keys
     assert not variables - listed_vars, f"not on {CONFIGURATION.name}: {variables - listed_vars}"
     assert not keys - listed_keys, f"not on {CONFIGURATION.name}: {keys - listed_keys}"

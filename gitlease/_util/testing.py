@@ -24,9 +24,6 @@ GATE = "GITLEASE_TESTING"
 GATE_VALUE = "yes-i-am-a-gitlease-test"
 #: Every test-only variable starts with this.
 PREFIX = "GITLEASE_TESTING_"
-#: Test-only: no guard and no ref lock around compare-and-swap (the history tests' broken
-#: build); never passed on to a process gitlease starts.
-BREAK_CAS = "GITLEASE_TESTING_BREAK_CAS"
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:

@@ -259,12 +259,9 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
     args = list(sys.argv[1:] if argv is None else argv)
     from .._util.testing import warnings
-    from ..store.local import BROKEN_FOR_TESTS
 
     for line in warnings():  # a test-only switch never changes a decision silently
         click.echo(line, err=True)
-    if BROKEN_FOR_TESTS:
-        click.echo("gitlease: WARNING: GITLEASE_TESTING_BREAK_CAS is set: NO LOCKING", err=True)
     opts = _options(args)
     try:
         result = cli.main(

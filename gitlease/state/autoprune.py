@@ -16,7 +16,6 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from .._util import testing as _testing
 from .._util.files import atomic_write
 from ..gitio.gitread import git_env
 from . import guards
@@ -64,7 +63,7 @@ def _spawn(git_dir: Path, remote: str | None) -> None:
     env = {
         k: v
         for k, v in git_env().items()
-        if k not in (guards.GUARD_ENV, _testing.BREAK_CAS, "GITLEASE_RECEIPT")
+        if k not in (guards.GUARD_ENV, "GITLEASE_RECEIPT")
     }
     env.update(GITLEASE_STORE=str(git_dir), GITLEASE_REMOTE=remote or "")
     _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]

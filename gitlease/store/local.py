@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._util import sharing as perms
-from .._util import testing as _testing
 from .._util.files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ..errors import AmbiguousError, CompareAndSwapFailed, CorruptRecordError, StoreError
 from ..gitio.catfile import BatchReader
@@ -72,8 +71,6 @@ _LOG_KEY = "core.logAllRefUpdates"
 GC_GRACE = "1.hour.ago"
 #: How many blobs a store keeps read (a claim record is under 1 KiB).
 _BLOB_CACHE = 256
-#: Test-only: no guard and no ref lock around compare-and-swap (see ``_unlocked_read_then_write``).
-BROKEN_FOR_TESTS = _testing.switch(_testing.BREAK_CAS) == "yes-break-safety-for-tests"
 
 
 class Store:
@@ -368,9 +365,6 @@ class Store:
         """Hold the resource's guard, or raise HELD if another process keeps it. ``owned``:
         a write of the caller's own claim, which goes before acquirers
         (:func:`gitlease.guards.hold`)."""
-        if BROKEN_FOR_TESTS:
-            yield -1
-            return
         with guards.hold(self.guard_path(ref), ref, wait=wait, owned=owned) as fd:
             yield fd
 
@@ -480,9 +474,6 @@ class Store:
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:
             self._ensure_reflog(ref)
-        if BROKEN_FOR_TESTS:
-            self._unlocked_read_then_write(ordered)
-            return new_oids
         try:
             with perms.shared_umask(self.git_dir), repo.transaction() as tx:
                 for (ref, _, _), _ in ordered:
@@ -501,17 +492,6 @@ class Store:
         except (pygit2.GitError, OSError) as exc:
             raise StoreError(f"cannot update {updates[0][0]} in {self.git_dir}: {exc}") from None
         return new_oids
-
-    def _unlocked_read_then_write(self, ordered: list[Any]) -> None:
-        """The deliberately broken build (``GITLEASE_TESTING_BREAK_CAS``): compare, then set
-        without the lock, so a racer can slip in between. Only the history tests use it, to
-        show that the checker catches what it would let through."""
-        for (ref, expected, _), _ in ordered:
-            if self._read_pygit2(ref).oid != expected:
-                raise CompareAndSwapFailed(f"{ref} changed")
-        time.sleep(0.01)  # widen the window a racer needs
-        for (ref, _, _), new_oid in ordered:
-            self.repo.references.create(ref, new_oid, force=True)
 
     def _lock_ref(self, tx: Any, ref: str) -> None:
         import pygit2

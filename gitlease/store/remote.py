@@ -40,7 +40,7 @@ from ..gitio.gitread import Snapshot, git_env, with_settings
 from ..model.clock import Now
 from ..model.refname import PREFIX
 from ..model.sightings import Sightings
-from .local import BROKEN_FOR_TESTS, Store
+from .local import Store
 from .pushreply import (
     before_pack,
     checked_before_sending,
@@ -191,11 +191,8 @@ class RemoteStore(Store):
         planned = [(ref, expected, self.write_blob(data)) for ref, expected, data in updates]
         args = ["push", "--atomic", "--porcelain", "--no-verify", "--no-recurse-submodules"]
         args.append(self.remote)
-        if BROKEN_FOR_TESTS:  # the history tests' deliberately broken build: no compare at all
-            args += [f"+{new}:{ref}" for ref, _, new in planned]
-        else:
-            args += [f"--force-with-lease={ref}:{expected or ''}" for ref, expected, _ in planned]
-            args += [f"{new}:{ref}" for ref, _, new in planned]
+        args += [f"--force-with-lease={ref}:{expected or ''}" for ref, expected, _ in planned]
+        args += [f"{new}:{ref}" for ref, _, new in planned]
         self._push(args, planned)
         self._mirror_compare_and_swap(planned, message)
         return [new for _, _, new in planned]

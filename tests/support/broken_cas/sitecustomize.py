@@ -34,7 +34,7 @@ sys.stderr.write("gitlease: WARNING: the broken test build is loaded: NO LOCKING
 
 
 @contextmanager
-def _no_guard(self: Any, ref: str, *, wait: float = 0.0) -> Iterator[int]:
+def _no_guard(self: Any, ref: str, *, wait: float = 0.0, owned: bool = False) -> Iterator[int]:
     yield -1
 
 
