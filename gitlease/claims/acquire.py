@@ -29,7 +29,7 @@ from ..state.waitqueue import Line
 from ..store.local import Store
 from . import interrupts as window
 from . import ownership
-from .engine import guards, release_claims, with_cas_retry
+from .engine import guards, release_claims, with_cas_retry, write_signed
 from .request import AcquireRequest
 from .waiting import Waiting, retry_until
 
@@ -321,38 +321,35 @@ def _new_record(
 def _commit_acquire(
     store: Store, rec: Receipt, snaps: list[Snapshot], records: list[Record], now: Now
 ) -> list[Claim]:
-    """Compare-and-swap every member; settle an error by looking at what actually landed."""
+    """Write every member through the engine's one compare-and-swap, durably; settle an
+    error by looking at what actually landed; then raise the high-water marks."""
     first = records[0]
     what = f"bundle {first.bundle_id}" if first.bundle_id else first.claim_id
     message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
-    updates = [(s.ref, s.oid, r.raw or b"") for s, r in zip(snaps, records, strict=True)]
-    window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
-    try:
-        with store.durable():  # a revision handed out: on disk before it is answered
-            oids = store.compare_and_swap_many(updates, message)
-    except BaseException as exc:
-        if not store.outcome_readable(exc):
-            raise  # the receipt stays, to settle the outcome with `show`
+
+    def settle(exc: BaseException) -> list[str]:
         landed = _landed(store, records)
         if landed == len(records):
-            oids = [store.read(r.ref).oid or "" for r in rec.claims]
-        elif landed == 0:
+            return [store.read(r.ref).oid or "" for r in rec.claims]
+        if landed == 0:  # nothing written: the receipt proves nothing, and goes
             ownership.discard(store, rec)
             window.cancel()
-            raise
-        else:
-            raise AmbiguousError(
-                f"the acquire was interrupted after {landed} of {len(records)} members were "
-                f"written ({exc}); compare receipt {rec.path} with `gitlease bundle show`. "
-                "The written members expire by their TTL"
-            ) from exc
+            raise exc
+        raise AmbiguousError(
+            f"the acquire was interrupted after {landed} of {len(records)} members were "
+            f"written ({exc}); compare receipt {rec.path} with `gitlease bundle show`. "
+            "The written members expire by their TTL"
+        ) from exc
+
+    window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
+    # (a failure whose outcome cannot be read keeps the receipt, to settle it with `show`)
+    written = write_signed(
+        store, list(zip(snaps, records, strict=True)), message, now, durable=True, settle=settle
+    )
     for record, snap in zip(records, snaps, strict=True):  # after the write, never before
         highwater.raise_to(store.git_dir, snap.ref, record.revision)
     _testing.pause("after-write")  # (tests: a signal delivered right after the write)
-    return [
-        judge(Snapshot(s.ref, oid, r.raw), now, r.resource)
-        for s, r, oid in zip(snaps, records, oids, strict=True)
-    ]
+    return written
 
 
 def _landed(store: Store, records: list[Record]) -> int:

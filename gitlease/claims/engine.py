@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import TypeVar
 
 from ..errors import CompareAndSwapFailed, GitleaseError, LostError
@@ -294,16 +294,42 @@ def _held_now(claim: Claim, rec: Receipt, claim_ref: ClaimRef, now: Now, need_ms
 def _write(
     store: Store, rec: Receipt, plans: list[tuple[Snapshot, Record]], verb: str, now: Now
 ) -> list[Claim]:
-    """Sign and compare-and-swap every planned record in one transaction."""
+    """Sign every planned record with the receipt's key and write them (:func:`write_signed`)."""
     if rec.token is None:
         raise LostError(f"receipt {rec.path} has no token: it proves no claim")
     key = SigningKey(rec.token)
     signed = [(snap, record.signed(key)) for snap, record in plans]
     first = signed[0][1]
     message = f"gitlease {verb}: {first.claim_id} revision {first.revision}"
-    oids = store.compare_and_swap_many(
-        [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed], message
-    )
+    return write_signed(store, signed, message, now)
+
+
+def write_signed(
+    store: Store,
+    signed: list[tuple[Snapshot, Record]],
+    message: str,
+    now: Now,
+    *,
+    durable: bool = False,
+    settle: Callable[[BaseException], list[str]] | None = None,
+) -> list[Claim]:
+    """The one compare-and-swap of owned records, for every write (an acquire's, a
+    heartbeat's, a release's): each record, signed, against the snapshot it was judged on,
+    all in one transaction, under the caller's guards.
+
+    ``durable``: on disk before this returns (an acquire hands out a revision, which must
+    never repeat after a power cut). ``settle``: when the write failed and its outcome can
+    be read back (:meth:`Store.outcome_readable`), decides from the store what happened and
+    returns the object ids written, or raises; without it the error stands.
+    """
+    updates = [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed]
+    try:
+        with store.durable() if durable else nullcontext():
+            oids = store.compare_and_swap_many(updates, message)
+    except BaseException as exc:
+        if settle is None or not store.outcome_readable(exc):
+            raise
+        oids = settle(exc)
     return [
         judge(Snapshot(snap.ref, oid, record.raw), now, record.resource)
         for (snap, record), oid in zip(signed, oids, strict=True)

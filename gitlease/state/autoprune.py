@@ -60,11 +60,7 @@ def _touch(path: Path, when: float) -> bool:
 def _spawn(git_dir: Path, remote: str | None) -> None:
     """``python -m gitlease prune --auto`` on this store, detached: its own session, no
     terminal, nothing inherited that would make it act for the caller (a lent guard)."""
-    env = {
-        k: v
-        for k, v in git_env().items()
-        if k not in (guards.GUARD_ENV, "GITLEASE_RECEIPT")
-    }
+    env = {k: v for k, v in git_env().items() if k not in (guards.GUARD_ENV, "GITLEASE_RECEIPT")}
     env.update(GITLEASE_STORE=str(git_dir), GITLEASE_REMOTE=remote or "")
     _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]
     with suppress(OSError, ValueError):
