@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
+#: At most this many records of a chain are fetched one by one to settle a push (each is a
+#: round trip); a longer chain is left ambiguous.
+_CHAIN_FETCHES = 64
 PRUNE_REFUSED = (
     "prune is not available with a remote store: the tombstones are what keep revisions "
     "increasing for every host"
@@ -393,25 +396,47 @@ class RemoteStore(Store):
 
         Another host may have written after us before we looked (a release, then an
         acquire), so the current record's chain of ``previous`` ids is followed back.
+        Records of that chain this host never fetched (they came and went at the remote
+        meanwhile) are fetched by their ids: the server still has them until its ``git
+        gc``, and protocol v2 serves any object asked for. Without them a write that
+        provably did not land would read as ambiguous.
         """
         from .record import parse
 
         oid = Store.read(self, ref).oid
         if oid == expected:
             return "pending"
+        fetched = 0
         for _ in range(1000):
             if oid == new:
                 return "landed"
             if oid == expected or oid is None:
                 return "not landed"
             data, _problem = self.read_blob(oid)
+            if data is None and fetched < _CHAIN_FETCHES and self._fetch_object(oid):
+                fetched += 1
+                data, _problem = self.read_blob(oid)
             if data is None:
-                return "unknown"  # a record this host never fetched
+                return "unknown"  # a record this host never saw, and the remote would not give
             try:
                 oid = parse(data).previous
             except StoreError:
                 return "unknown"
         return "unknown"
+
+    def _fetch_object(self, oid: str) -> bool:
+        """Fetch one record by its id into the local objects (no ref moves): True if it came."""
+        result = self._network(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--no-auto-maintenance",
+            self.remote,
+            oid,
+        )
+        return result is not None and result.returncode == 0
 
     def _mirror_compare_and_swap(
         self, pairs: list[tuple[str, str | None, str]], message: str

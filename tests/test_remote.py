@@ -470,6 +470,52 @@ def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path
     assert all(json.loads(p.read_text())["token"] is None for p in receipts)
 
 
+def _hold_while(host: Path, key: str, program: str) -> Path:
+    """Make ``host``'s origin run ``program`` (over file://) only once the returned marker
+    file is gone, while it exists: a partition that heals when the test says so."""
+    marker = host.parent / f"hold-{key}"
+    wrapper = host.parent / f"holding-{key}"
+    wrapper.write_text(
+        f'#!/bin/sh\nn=0\nwhile [ -e "{marker}" ] && [ $n -lt 1200 ]; do sleep 0.05; '
+        f'n=$((n+1)); done\nexec {program} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    git("config", f"remote.origin.{key}", str(wrapper), cwd=host)
+    return marker
+
+
+def test_a_heartbeat_cut_off_while_others_took_over_twice_is_lost(tmp_path: Path) -> None:
+    """The heartbeat did not land; before its settling fetch, host B took the claim over,
+    released it and took it again. The chain back to the heartbeat's base runs through
+    records host A never fetched: it fetches them and answers LOST, not AMBIGUOUS."""
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    assert run_cli("acquire", "r/chain", "--ttl", "2s", cwd=a).code == 0
+    assert run_cli("acquire", "r/chain", cwd=b, env=HOST_B_ENV).code == 3  # B's first sighting
+    held = _hold_while(a, "uploadpack", "git-upload-pack")
+    held.touch()
+    _drop_next_push(server, "prepared")
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "heartbeat", "r/chain", "--json"],
+        cwd=a, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not _was_dropped(server):
+        assert time.monotonic() < deadline and beat.poll() is None, "the push was not cut"
+        time.sleep(0.05)
+    while run_cli("acquire", "r/chain", "--ttl", "1m", cwd=b, env=HOST_B_ENV).code != 0:
+        assert time.monotonic() < deadline + 30, "B never took the claim over"
+        time.sleep(0.1)
+    assert run_cli("release", "r/chain", cwd=b, env=HOST_B_ENV).code == 0
+    assert run_cli("acquire", "r/chain", "--ttl", "1m", cwd=b, env=HOST_B_ENV).code == 0
+    held.unlink()  # the partition heals: A's settling fetch goes through
+    out, _ = beat.communicate(timeout=120)
+    assert beat.returncode == 4, out  # LOST: it did not land and never can
+    assert json.loads(out)["error"]["code"] == "LOST"
+    assert _revisions_at_the_remote(server, "r/chain") == [1, 2, 2, 3]  # B: take, release, take
+
+
 def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
     url = "http://bob:s3cretPAT@127.0.0.1:1/server.git"
     where = hosts.on_a("where", "--remote", url, "--json")
