@@ -81,6 +81,28 @@ def before_pack(result: subprocess.CompletedProcess[bytes] | None) -> str | None
     return "unreachable" if _UNREACHABLE.search(own) else "refused"
 
 
+#: git's own words when the server did not advertise a capability the push asked for; git
+#: stops before it sends anything.
+_MISSING_CAPABILITY = re.compile(r"the receiving end does not support (--[a-z-]+)")
+#: What the server lacks, said in its own settings' words.
+_CAPABILITY = {
+    "--atomic": "atomic push (git's `receive.advertiseAtomic` is off there, or the server "
+    "does not offer it at all)",
+    "--force-with-lease": "leased push",
+}
+
+
+def missing_capability(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """The capability the server lacks when git refused to push for want of it (nothing was
+    sent: git checks the server's advertised capabilities before it builds the pack)."""
+    if result is None or result.returncode <= 0:
+        return None
+    found = _MISSING_CAPABILITY.search(_own_lines(result))
+    if found is None:
+        return None
+    return _CAPABILITY.get(found.group(1), f"the {found.group(1)} option of git push")
+
+
 def http_refusal(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
     """The HTTP status (4xx) that refused the request carrying the pack, if git says so."""
     if result is None or result.returncode <= 0:

@@ -43,6 +43,7 @@ from .pushreply import (
     checked_before_sending,
     classify,
     http_refusal,
+    missing_capability,
     network_error,
     push_statuses,
     rejection,
@@ -278,6 +279,13 @@ class RemoteStore(Store):
                 return
             raise StoreError(f"the remote {self.shown} refused the update: {policy}{said}")
         if not statuses:
+            lacking = missing_capability(result)
+            if lacking is not None:
+                raise StoreError(
+                    f"the remote {self.shown} does not support {lacking}: nothing was sent. "
+                    "gitlease needs it to write every claim's refs in one compare-and-swap; "
+                    "use a server that offers it (see docs/remote.md, which servers work)"
+                )
             before = before_pack(result)
             if before == "unreachable":
                 raise StoreError(f"cannot reach the remote {self.shown}: {why}")

@@ -516,6 +516,24 @@ def test_a_heartbeat_cut_off_while_others_took_over_twice_is_lost(tmp_path: Path
     assert _revisions_at_the_remote(server, "r/chain") == [1, 2, 2, 3]  # B: take, release, take
 
 
+def test_a_server_without_atomic_push_is_a_store_error_and_leaves_no_receipt(hosts) -> None:
+    """receive.advertiseAtomic false: nothing is ever sent, and every write says why."""
+    receipts = hosts.a / ".git" / "worklease" / "receipts"
+    assert hosts.on_a("acquire", "r/kept", "--ttl", "1m").code == 0
+    before = sorted(receipts.glob("*/*.json"))
+    git("config", "receive.advertiseAtomic", "false", cwd=hosts.server)
+    for args in (("acquire", "r/new"), ("heartbeat", "r/kept"), ("release", "r/kept"),
+                 ("bundle", "acquire", "r/b1", "r/b2")):  # fmt: skip
+        out = hosts.on_a(*args, "--json")
+        assert out.code == 7, (args, out)
+        message = out.json["error"]["message"]
+        assert "does not support atomic push" in message and "receive.advertiseAtomic" in message
+    assert sorted(receipts.glob("*/*.json")) == before  # no receipt left behind
+    assert list(remote_refs(hosts.server)) == ["refs/worklease/r/kept.lease"]
+    git("config", "receive.advertiseAtomic", "true", cwd=hosts.server)
+    assert hosts.on_a("release", "r/kept").code == 0  # the claim was kept all along
+
+
 def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
     url = "http://bob:s3cretPAT@127.0.0.1:1/server.git"
     where = hosts.on_a("where", "--remote", url, "--json")
