@@ -58,6 +58,11 @@ if TYPE_CHECKING:
 
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
+#: A write that renews or releases this host's live claim waits for the push no longer
+#: than the claim has left; settling a push that got no answer then takes at most this
+#: much more (or what the claim still has, if more): the answer comes when the claim's
+#: time is known to be up, not a minute later.
+SETTLE_SECONDS = 2.0
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
 #: At most this many records of a chain are fetched one by one to settle a push (each is a
 #: round trip); a longer chain is left ambiguous.
@@ -200,7 +205,7 @@ class RemoteStore(Store):
         else:
             args += [f"--force-with-lease={ref}:{expected or ''}" for ref, expected, _ in planned]
             args += [f"{new}:{ref}" for ref, _, new in planned]
-        self._push(args, planned)
+        self._push(args, planned, self._claim_left(updates))
         self._mirror_compare_and_swap(planned, message)
         return [new for _, _, new in planned]
 
@@ -239,15 +244,69 @@ class RemoteStore(Store):
             "not have seen every earlier one): fix or delete the ref at the remote by hand"
         )
 
-    def _push(self, args: list[str], planned: list[tuple[str, str | None, str]]) -> None:
+    def _claim_left(self, updates: list[tuple[str, str | None, bytes]]) -> float | None:
+        """Seconds the live claims of this boot that these updates replace have left on
+        this host's clock (the least of them), or None when none is replaced (an acquire
+        of a free or expired resource): a heartbeat or release must not wait for the
+        remote past the moment its claim ends."""
+        from .record import RELEASED, parse
+
+        now = Now.read()
+        lefts: list[int] = []
+        for ref, expected, _data in updates:
+            if expected is None:
+                continue
+            data, _problem = self.read_blob(expected)
+            if data is None:
+                continue
+            try:
+                record = parse(data)
+            except StoreError:
+                continue
+            if record.boot_id == now.boot and record.state != RELEASED:
+                lefts.append(record.boot_expires_ms - now.boot_ms)
+        if not lefts or min(lefts) <= 0:
+            return None
+        return min(lefts) / 1000
+
+    def _push(
+        self,
+        args: list[str],
+        planned: list[tuple[str, str | None, str]],
+        claim_left: float | None = None,
+    ) -> None:
         """Run the push and decide what it did: return if every record landed, else raise.
 
         A refusal is believed only once it cannot hide a landed write: a refusal
         by the server (not git's own check before sending) is settled by looking
         first, since on HTTP it may answer a second copy of a push that landed.
+        ``claim_left``: the push waits no longer (see :meth:`_claim_left`); settling
+        it then gets :data:`SETTLE_SECONDS` more at most.
         """
         self._fetched_after_refusal = None
-        result = self._network(*args)
+        ends = None if claim_left is None else time.monotonic() + max(claim_left, 0.1)
+        with self._until(ends):
+            result = self._network(*args)
+        settle_by = None if ends is None else max(ends, time.monotonic() + SETTLE_SECONDS)
+        with self._until(settle_by):
+            self._decide(planned, result, ends)
+
+    @contextmanager
+    def _until(self, ends: float | None) -> Iterator[None]:
+        """Network calls inside end by the monotonic time ``ends`` (None: no new bound)."""
+        if ends is None:
+            yield
+            return
+        with self.within(ends - time.monotonic()):
+            yield
+
+    def _decide(
+        self,
+        planned: list[tuple[str, str | None, str]],
+        result: subprocess.CompletedProcess[bytes] | None,
+        claim_ends: float | None,
+    ) -> None:
+        """What the push did, from git's answer, and a fetch where that does not tell."""
         statuses = push_statuses(result.stdout if result is not None else b"")
         ours = [statuses.get(ref) for ref, _, _ in planned]
         if (
@@ -259,6 +318,11 @@ class RemoteStore(Store):
         reasons = [s[1] for s in ours if s is not None and s[0] == "!"]
         verdict = rejection(reasons)
         why = network_error(result)
+        if result is None and claim_ends is not None and time.monotonic() >= claim_ends:
+            why = (
+                "no answer within the time the claim had left on this host's clock; unless "
+                "this write landed, the claim has run out"
+            )
         if verdict == "race":
             refused = "; ".join(sorted(set(reasons)))
             if all(checked_before_sending(r) for r in reasons):

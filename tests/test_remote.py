@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -496,9 +497,13 @@ def test_a_heartbeat_cut_off_while_others_took_over_twice_is_lost(tmp_path: Path
     held = _hold_while(a, "uploadpack", "git-upload-pack")
     held.touch()
     _drop_next_push(server, "prepared")
+    # A's heartbeat reads its clock a minute behind: as if it had stalled (SIGSTOP) for a
+    # minute after it decided, its claim is live as far as it knows, and its wait for the
+    # remote is bounded by that (a claim's remaining time bounds a heartbeat's network calls)
+    stalled = {**TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": "-60000"}
     beat = subprocess.Popen(
         [sys.executable, "-m", "gitlease", "heartbeat", "r/chain", "--json"],
-        cwd=a, stdout=subprocess.PIPE, text=True,
+        cwd=a, stdout=subprocess.PIPE, text=True, env={**os.environ, **stalled},
     )  # fmt: skip
     deadline = time.monotonic() + 30
     while not _was_dropped(server):
@@ -532,6 +537,28 @@ def test_a_server_without_atomic_push_is_a_store_error_and_leaves_no_receipt(hos
     assert list(remote_refs(hosts.server)) == ["refs/worklease/r/kept.lease"]
     git("config", "receive.advertiseAtomic", "true", cwd=hosts.server)
     assert hosts.on_a("release", "r/kept").code == 0  # the claim was kept all along
+
+
+def test_a_heartbeat_in_a_silent_partition_answers_within_the_claims_time(tmp_path) -> None:
+    """A server that accepts the connection and never answers (git daemon under SIGSTOP):
+    the heartbeat waits for it no longer than the claim has left, plus its short settle,
+    and says so; then, healed, the claim is known lost. GITLEASE_REMOTE_TIMEOUT is two
+    minutes here, so a heartbeat bound only by it would outlast the test's own limit."""
+    make_server(tmp_path)
+    slow = {**TESTING, "GITLEASE_REMOTE_TIMEOUT": "120"}
+    with git_daemon(tmp_path, keep_pid=True) as url:
+        daemon_pid = int((tmp_path / "git-daemon.pid").read_text())
+        a = make_host(url + "/server.git", tmp_path / "host-a")
+        assert run_cli("acquire", "r/silent", "--ttl", "3s", cwd=a, env=slow).code == 0
+        os.kill(daemon_pid, signal.SIGSTOP)  # connections are accepted, nothing answers
+        try:
+            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=slow, timeout=40)
+        finally:
+            os.kill(daemon_pid, signal.SIGCONT)
+        assert beat.code == 5, beat  # the push may yet land: AMBIGUOUS, and it says why
+        message = beat.json["error"]["message"]
+        assert "no answer within the time the claim had left" in message, message
+        assert run_cli("heartbeat", "r/silent", cwd=a, env=slow).code == 4  # healed: lost
 
 
 def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
