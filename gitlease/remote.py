@@ -351,6 +351,9 @@ class RemoteStore(Store):
                     "use a server that offers it (see docs/remote.md, which servers work)"
                 )
             before = before_pack(result)
+            if before == "transport":
+                self._settle_unsent(planned, why)
+                return
             if before == "unreachable":
                 raise StoreError(f"cannot reach the remote {self.shown}: {why}")
             if before == "refused":
@@ -396,6 +399,31 @@ class RemoteStore(Store):
         raise WriteOutcomeUnknown(
             f"the remote {self.shown} {what}, and an earlier copy of this push (git's HTTP "
             "client sends one again when an answer is lost) may still land. Compare "
+            "`gitlease show` with your receipt, then retry"
+        )
+
+    def _settle_unsent(self, planned: list[tuple[str, str | None, str]], why: str) -> None:
+        """The transport failed before git read the server's first answer: no pack went out.
+        Look all the same (a fetch), and say what happened: the connection failed, the
+        server refused nothing."""
+        what = (
+            f"the push to {self.shown} did not reach the server: the transport failed before "
+            f"git read the server's first answer, so nothing was sent ({why})"
+        )
+        try:
+            self.refresh()
+        except StoreError as exc:
+            raise StoreError(
+                f"{what}; nothing of this write is at the remote, and none can land (the "
+                f"remote cannot be read now either: {exc})"
+            ) from None
+        found = {self._push_outcome(ref, expected, new) for ref, expected, new in planned}
+        if found == {"landed"}:
+            return
+        if found <= {"pending", "not landed"}:
+            raise StoreError(f"{what}; a fetch shows nothing of this write is at the remote")
+        raise WriteOutcomeUnknown(
+            f"{what}, yet a fetch cannot tell whether this write is at the remote. Compare "
             "`gitlease show` with your receipt, then retry"
         )
 

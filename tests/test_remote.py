@@ -561,6 +561,52 @@ def test_a_heartbeat_in_a_silent_partition_answers_within_the_claims_time(tmp_pa
         assert run_cli("heartbeat", "r/silent", cwd=a, env=slow).code == 4  # healed: lost
 
 
+# A stand-in for ssh (GIT_SSH_VARIANT=ssh): it runs the remote command here, except that
+# while MARKER exists a receive-pack connection fails the way FAILURE says: "kill" (the ssh
+# process killed on this host, as by an OOM killer or a watchdog) or "reset" (the connection
+# reset during the ssh handshake: ssh's own words, exit 255).
+FAKE_SSH = r"""#!/bin/sh
+for last; do :; done
+case "$last" in *receive-pack*)
+    if [ -e "MARKER" ]; then
+        if [ "$(cat "MARKER")" = kill ]; then kill -9 $$; fi
+        echo "kex_exchange_identification: read: Connection reset by peer" >&2
+        echo "Connection reset by 127.0.0.1 port 22" >&2
+        exit 255
+    fi;;
+esac
+exec sh -c "$last"
+"""
+
+
+@pytest.mark.parametrize("failure", ["kill", "reset"])
+def test_an_ssh_transport_that_fails_is_not_called_a_refusal(tmp_path: Path, failure) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    marker = tmp_path / "ssh-fails"
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(FAKE_SSH.replace("MARKER", str(marker)))
+    fake.chmod(0o755)
+    git("config", "core.sshCommand", str(fake), cwd=a)
+    git("remote", "set-url", "origin", f"ssh://git@127.0.0.1{server}", cwd=a)
+    env = {**TESTING, "GIT_SSH_VARIANT": "ssh"}
+    receipts = a / ".git" / "worklease" / "receipts"
+    assert run_cli("acquire", "r/ssh", "--ttl", "1m", cwd=a, env=env).code == 0
+    held = sorted(receipts.glob("*/*.json"))
+    marker.write_text(failure)
+    for args in (("acquire", "r/other"), ("heartbeat", "r/ssh"), ("release", "r/ssh")):
+        out = run_cli(*args, "--json", cwd=a, env=env)
+        assert out.code == 7, (args, out)
+        message = out.json["error"]["message"]
+        assert "the transport failed" in message and "refused" not in message, message
+        assert "nothing of this write is at the remote" in message, message
+    assert sorted(receipts.glob("*/*.json")) == held
+    assert list(remote_refs(server)) == ["refs/worklease/r/ssh.lease"]
+    marker.unlink()
+    assert run_cli("check", "r/ssh", cwd=a, env=env).code == 0
+    assert run_cli("release", "r/ssh", cwd=a, env=env).code == 0
+
+
 def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:
     url = "http://bob:s3cretPAT@127.0.0.1:1/server.git"
     where = hosts.on_a("where", "--remote", url, "--json")
