@@ -257,7 +257,7 @@ def _retry_seconds(failures: int, left_ms: int, ttl_ms: int) -> float:
     in a row), but within a quarter of what the claim has left, so that several tries fit
     before it runs out (two short network flaps must not cost a claim), and never later
     than the usual third of a TTL. At least 50 ms: not a busy loop."""
-    backoff = 0.5 * 2 ** min(failures, 10)
+    backoff: float = 0.5 * float(2 ** min(failures, 10))
     return max(0.05, min(backoff, left_ms / 4000, ttl_ms / 3000))
 
 

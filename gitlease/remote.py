@@ -253,7 +253,7 @@ class RemoteStore(Store):
 
         now = Now.read()
         lefts: list[int] = []
-        for ref, expected, _data in updates:
+        for _ref, expected, _data in updates:
             if expected is None:
                 continue
             data, _problem = self.read_blob(expected)

@@ -62,12 +62,15 @@ def test_clients_on_two_hosts_race_for_one_resource_and_one_wins(net, tmp_path) 
     hosts = [_host(net, i, tmp_path / "server.git", tmp_path) for i in range(2)]
     for round_ in range(3):
         resource = f"net/race/{round_}"
+        args = [sys.executable, "-m", "gitlease", "acquire", resource, "--ttl", "1m"]
         procs = [
             subprocess.Popen(
-                net.command(i, [sys.executable, "-m", "gitlease", "acquire", resource,
-                                "--ttl", "1m"]),
-                cwd=hosts[i], env=_env(i), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            )  # fmt: skip
+                net.command(i, args),
+                cwd=hosts[i],
+                env=_env(i),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             for i in range(2)
             for _ in range(RACERS)
         ]
@@ -75,9 +78,7 @@ def test_clients_on_two_hosts_race_for_one_resource_and_one_wins(net, tmp_path) 
         assert codes == [0] + [3] * (2 * RACERS - 1), (net.how, resource, codes)
 
 
-def test_a_client_cut_off_during_a_heartbeat_answers_within_the_claims_time(
-    net, tmp_path
-) -> None:
+def test_a_client_cut_off_during_a_heartbeat_answers_within_the_claims_time(net, tmp_path) -> None:
     a, b = (_host(net, i, tmp_path / "server.git", tmp_path) for i in range(2))
     slow = {"GITLEASE_REMOTE_TIMEOUT": "120"}  # bound by it alone, a heartbeat would hang on
     assert _cli(net, 0, a, "acquire", "net/cut", "--ttl", "3s", **slow).code == 0
