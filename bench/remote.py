@@ -14,7 +14,15 @@ without connection sharing.
 
 A server that is not installed is left out, and named.
 
+``--throughput SECONDS``: instead, the rate through one server from 4 and 16
+workers (processes, each in its own clone, as on separate hosts), per
+transport: acquire + release cycles a second through the CLI (two processes
+each) and through the library in one resident process each (what ``gitlease
+mcp`` runs), beside bare ``git push --force-with-lease`` a second from as many
+workers in the same run, with where a CLI cycle's time goes (``--profile``).
+
     python bench/remote.py [--repeat 30]
+    python bench/remote.py --throughput 10 [--workers 4,16]
 """
 
 from __future__ import annotations
@@ -235,14 +243,159 @@ def markdown(table: dict[str, dict[str, float]]) -> None:
         print(f"| {name} | {shown} |")
 
 
+def _ready_then_start(out: Path, go: Path) -> float:
+    """Say this worker is ready (imports done, store open); wait for the common start."""
+    out.with_suffix(".ready").touch()
+    while not go.exists():
+        time.sleep(0.005)
+    start_at = float(go.read_text() or 0)
+    while time.time() < start_at:
+        time.sleep(0.002)
+    return start_at
+
+
+def worker(kind: str, repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
+    """One worker's loop for ``seconds`` from the common start (on the wall clock, shared by
+    all, once every worker is ready): bare pushes, CLI cycles or library cycles; writes how
+    many it finished."""
+    done = 0
+    resource = f"tp/{repo.name}"
+    ref = f"refs/worklease/_floor/{repo.name}"
+    expected = ""
+    store = open_in(repo, url) if kind == "library" else None
+    end = _ready_then_start(out, go) + seconds
+    while time.time() < end:
+        if kind == "push":
+            blob = subprocess.run(
+                ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
+                input=f"{ref} {done}\n", text=True, capture_output=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            lease = f"--force-with-lease={ref}:{expected}"
+            subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{ref}"],
+                           cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
+            expected = blob
+        elif kind == "cli":
+            for args in (("acquire", resource, "--ttl", "5m"), ("release", resource)):
+                subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
+                               capture_output=True)  # fmt: skip
+        else:
+            from gitlease.api import lease
+
+            lease.acquire(store, resource, ttl="5m", bind=False)  # type: ignore[arg-type]
+            lease.release(store, resource)  # type: ignore[arg-type]
+        if time.time() <= end:  # (a cycle that ends after the window does not count)
+            done += 1
+    out.write_text(str(done))
+
+
+def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
+    """As :func:`worker`, through a resident ``gitlease mcp`` in ``repo`` (the SDK's client)."""
+    import anyio
+
+    here = Path(__file__).resolve().parent  # bench/mcp.py would shadow the SDK
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def run() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "gitlease", "mcp"],
+            cwd=str(repo),
+            env={**ENV, "GITLEASE_REMOTE": url},
+        )
+        done = 0
+        resource = f"tp/{repo.name}/{os.getpid()}"
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                end = await anyio.to_thread.run_sync(_ready_then_start, out, go) + seconds
+                while time.time() < end:
+                    for name in ("acquire", "release"):
+                        result = await session.call_tool(name, {"resource": resource})
+                        if result.is_error:
+                            raise SystemExit(f"{name}: {result.content}")
+                    if time.time() <= end:
+                        done += 1
+        out.write_text(str(done))
+
+    anyio.run(run)
+
+
+def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list[int]) -> None:
+    """Rates through one server: bare pushes, CLI cycles, library cycles, same transport."""
+    print(f"throughput through one server, {seconds:g} s per figure, workers in own clones")
+    print(f"{'transport':<20} {'workers':>7} {'bare push/s':>12} {'CLI cycle/s':>12} "
+          f"{'library cycle/s':>16} {'mcp cycle/s':>12} {'push/CLI':>9} {'push/lib':>9} "
+          f"{'push/mcp':>9}")  # fmt: skip
+    rows = []
+    for t, (name, (url, ssh)) in enumerate(found.items()):
+        for w in counts:
+            rates = {}
+            for kind in ("push", "cli", "library", "mcp"):
+                repos = [clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
+                         for i in range(w)]  # fmt: skip
+                go = base / f"go-{t}-{w}-{kind}"
+                procs, outs = [], []
+                for repo in repos:
+                    out = repo.with_name(repo.name + ".count")
+                    outs.append(out)
+                    procs.append(subprocess.Popen(
+                        [sys.executable, __file__, "--worker", kind, str(repo), url,
+                         str(seconds), str(out), str(go)], env=ENV))  # fmt: skip
+                while not all(o.with_suffix(".ready").exists() for o in outs):
+                    if any(p.poll() not in (None, 0) for p in procs):
+                        raise SystemExit(f"a {kind} worker failed")
+                    time.sleep(0.02)
+                go.write_text(str(time.time() + 0.2))  # every worker ready: start together
+                for proc in procs:
+                    proc.wait()
+                rates[kind] = sum(int(o.read_text()) for o in outs) / seconds
+            rows.append((name, w, rates))
+            ratio = {k: rates["push"] / max(rates[k], 1e-9) for k in ("cli", "library", "mcp")}
+            print(f"{name:<20} {w:>7} {rates['push']:>12.1f} {rates['cli']:>12.2f} "
+                  f"{rates['library']:>16.2f} {rates['mcp']:>12.2f} {ratio['cli']:>8.1f}x "
+                  f"{ratio['library']:>8.1f}x {ratio['mcp']:>8.1f}x", flush=True)  # fmt: skip
+    print("\n| transport | workers | bare push/s | CLI cycles/s | library cycles/s "
+          "| `gitlease mcp` cycles/s | push/CLI | push/library | push/mcp |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, w, r in rows:
+        x = {k: r["push"] / max(r[k], 1e-9) for k in ("cli", "library", "mcp")}
+        print(
+            f"| {name} | {w} | {r['push']:.1f} | {r['cli']:.2f} | {r['library']:.2f} | "
+            f"{r['mcp']:.2f} | {x['cli']:.1f}x | {x['library']:.1f}x | {x['mcp']:.1f}x |"
+        )
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        kind, repo, url, seconds, out, go = sys.argv[2:8]
+        if kind == "mcp":
+            mcp_worker(Path(repo), url, float(seconds), Path(out), Path(go))
+        else:
+            worker(kind, Path(repo), url, float(seconds), Path(out), Path(go))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=30)
-    n = parser.parse_args().repeat
+    parser.add_argument("--throughput", type=float, default=0.0, metavar="SECONDS")
+    parser.add_argument("--workers", default="4,16")
+    parser.add_argument("--only", default="", help="transports to keep, comma-separated")
+    options = parser.parse_args()
+    n = options.repeat
     seed = make_repo()
     base = seed.parent
     with contextlib.ExitStack() as stack:
         found = transports(stack, base, seed)
+        if options.only:
+            keep = options.only.split(",")
+            found = {k: v for k, v in found.items() if k in keep}
+        if options.throughput:
+            counts = [int(c) for c in options.workers.split(",")]
+            throughput(found, base, options.throughput, counts)
+            return
         table = library(found, base, n)
         whole_process(found, base, n)
     markdown(table)

@@ -55,8 +55,11 @@ def make_host(url: str, path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def git_daemon(base: Path) -> Iterator[str]:
-    """A real ``git daemon --enable=receive-pack`` on 127.0.0.1 serving ``base``."""
+def git_daemon(base: Path, *, keep_pid: bool = False) -> Iterator[str]:
+    """A real ``git daemon --enable=receive-pack`` on 127.0.0.1 serving ``base``.
+
+    ``keep_pid``: its process id is written to ``base/git-daemon.pid`` (to stop it with
+    SIGSTOP: a server that accepts connections and never answers)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -86,6 +89,9 @@ def git_daemon(base: Path) -> Iterator[str]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("git daemon did not start") from None
                 time.sleep(0.05)
+        if keep_pid:  # the daemon itself: `git daemon` runs git-daemon as its child
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+            (base / "git-daemon.pid").write_text(children[0] if children else str(proc.pid))
         yield f"git://127.0.0.1:{port}"
     finally:
         proc.terminate()

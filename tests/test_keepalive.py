@@ -340,6 +340,36 @@ def test_through_a_remote_each_renewal_is_bounded_by_the_time_left(tmp_path, age
     assert "the claim expired while renewing failed" in Path(keeper["log"]).read_text()
 
 
+def test_through_a_remote_a_failed_renewal_is_retried_while_time_is_left(tmp_path, agent) -> None:
+    """Two short flaps in a row: each renewal in them fails at once. The keepalive tries
+    again soon (half a second, doubling, within what the claim has left), not only a third
+    of a TTL later, so the claim outlives both (before: the third try came at the TTL's end)."""
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    watched = agent()
+    marker = tmp_path / "flap"
+    wrapper = tmp_path / "flapping-receive-pack"
+    wrapper.write_text(f'#!/bin/sh\n[ -e "{marker}" ] && exit 1\nexec git-receive-pack "$@"\n')
+    wrapper.chmod(0o755)
+    git("config", "remote.origin.receivepack", str(wrapper), cwd=a)
+    assert run_cli("acquire", "kr/flap", "--ttl", "6s", cwd=a).code == 0
+    marker.touch()  # the network fails from before the first renewal (due after 2 s)
+    kept = run_cli("keepalive", "kr/flap", "--while-pid", str(watched.pid), "--json", cwd=a)
+    assert kept.code == 0, kept
+    keeper = kept.json["keepalive"]
+    log = Path(keeper["log"])
+
+    def failures() -> int:
+        return log.read_text().count("renewal failed") if log.exists() else 0
+
+    assert poll(lambda: failures() >= 2 or not _alive(keeper["pid"]), 30), log.read_text()
+    marker.unlink()  # healed after the second failed renewal
+    assert poll(lambda: "renewed" in log.read_text() or not _alive(keeper["pid"]), 30)
+    text = log.read_text()
+    assert "renewed" in text and "stopped" not in text, text
+    assert run_cli("check", "kr/flap", cwd=a).code == 0
+
+
 # ------------------------------------------------------------------ bundles, errors, API
 
 

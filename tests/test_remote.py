@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -468,6 +469,142 @@ def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path
     assert release.returncode == 0, out
     receipts = list((a / ".git" / "worklease" / "receipts").glob("*/*.json"))
     assert all(json.loads(p.read_text())["token"] is None for p in receipts)
+
+
+def _hold_while(host: Path, key: str, program: str) -> Path:
+    """Make ``host``'s origin run ``program`` (over file://) only once the returned marker
+    file is gone, while it exists: a partition that heals when the test says so."""
+    marker = host.parent / f"hold-{key}"
+    wrapper = host.parent / f"holding-{key}"
+    wrapper.write_text(
+        f'#!/bin/sh\nn=0\nwhile [ -e "{marker}" ] && [ $n -lt 1200 ]; do sleep 0.05; '
+        f'n=$((n+1)); done\nexec {program} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    git("config", f"remote.origin.{key}", str(wrapper), cwd=host)
+    return marker
+
+
+def test_a_heartbeat_cut_off_while_others_took_over_twice_is_lost(tmp_path: Path) -> None:
+    """The heartbeat did not land; before its settling fetch, host B took the claim over,
+    released it and took it again. The chain back to the heartbeat's base runs through
+    records host A never fetched: it fetches them and answers LOST, not AMBIGUOUS."""
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    b = make_host(server.as_uri(), tmp_path / "host-b")
+    assert run_cli("acquire", "r/chain", "--ttl", "2s", cwd=a).code == 0
+    assert run_cli("acquire", "r/chain", cwd=b, env=HOST_B_ENV).code == 3  # B's first sighting
+    held = _hold_while(a, "uploadpack", "git-upload-pack")
+    held.touch()
+    _drop_next_push(server, "prepared")
+    # A's heartbeat reads its clock a minute behind: as if it had stalled (SIGSTOP) for a
+    # minute after it decided, its claim is live as far as it knows, and its wait for the
+    # remote is bounded by that (a claim's remaining time bounds a heartbeat's network calls)
+    stalled = {**TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": "-60000"}
+    beat = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "heartbeat", "r/chain", "--json"],
+        cwd=a, stdout=subprocess.PIPE, text=True, env={**os.environ, **stalled},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not _was_dropped(server):
+        assert time.monotonic() < deadline and beat.poll() is None, "the push was not cut"
+        time.sleep(0.05)
+    while run_cli("acquire", "r/chain", "--ttl", "1m", cwd=b, env=HOST_B_ENV).code != 0:
+        assert time.monotonic() < deadline + 30, "B never took the claim over"
+        time.sleep(0.1)
+    assert run_cli("release", "r/chain", cwd=b, env=HOST_B_ENV).code == 0
+    assert run_cli("acquire", "r/chain", "--ttl", "1m", cwd=b, env=HOST_B_ENV).code == 0
+    held.unlink()  # the partition heals: A's settling fetch goes through
+    out, _ = beat.communicate(timeout=120)
+    assert beat.returncode == 4, out  # LOST: it did not land and never can
+    assert json.loads(out)["error"]["code"] == "LOST"
+    assert _revisions_at_the_remote(server, "r/chain") == [1, 2, 2, 3]  # B: take, release, take
+
+
+def test_a_server_without_atomic_push_is_a_store_error_and_leaves_no_receipt(hosts) -> None:
+    """receive.advertiseAtomic false: nothing is ever sent, and every write says why."""
+    receipts = hosts.a / ".git" / "worklease" / "receipts"
+    assert hosts.on_a("acquire", "r/kept", "--ttl", "1m").code == 0
+    before = sorted(receipts.glob("*/*.json"))
+    git("config", "receive.advertiseAtomic", "false", cwd=hosts.server)
+    for args in (("acquire", "r/new"), ("heartbeat", "r/kept"), ("release", "r/kept"),
+                 ("bundle", "acquire", "r/b1", "r/b2")):  # fmt: skip
+        out = hosts.on_a(*args, "--json")
+        assert out.code == 7, (args, out)
+        message = out.json["error"]["message"]
+        assert "does not support atomic push" in message and "receive.advertiseAtomic" in message
+    assert sorted(receipts.glob("*/*.json")) == before  # no receipt left behind
+    assert list(remote_refs(hosts.server)) == ["refs/worklease/r/kept.lease"]
+    git("config", "receive.advertiseAtomic", "true", cwd=hosts.server)
+    assert hosts.on_a("release", "r/kept").code == 0  # the claim was kept all along
+
+
+def test_a_heartbeat_in_a_silent_partition_answers_within_the_claims_time(tmp_path) -> None:
+    """A server that accepts the connection and never answers (git daemon under SIGSTOP):
+    the heartbeat waits for it no longer than the claim has left, plus its short settle,
+    and says so; then, healed, the claim is known lost. GITLEASE_REMOTE_TIMEOUT is two
+    minutes here, so a heartbeat bound only by it would outlast the test's own limit."""
+    make_server(tmp_path)
+    slow = {**TESTING, "GITLEASE_REMOTE_TIMEOUT": "120"}
+    with git_daemon(tmp_path, keep_pid=True) as url:
+        daemon_pid = int((tmp_path / "git-daemon.pid").read_text())
+        a = make_host(url + "/server.git", tmp_path / "host-a")
+        assert run_cli("acquire", "r/silent", "--ttl", "3s", cwd=a, env=slow).code == 0
+        os.kill(daemon_pid, signal.SIGSTOP)  # connections are accepted, nothing answers
+        try:
+            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=slow, timeout=40)
+        finally:
+            os.kill(daemon_pid, signal.SIGCONT)
+        assert beat.code == 5, beat  # the push may yet land: AMBIGUOUS, and it says why
+        message = beat.json["error"]["message"]
+        assert "no answer within the time the claim had left" in message, message
+        assert run_cli("heartbeat", "r/silent", cwd=a, env=slow).code == 4  # healed: lost
+
+
+# A stand-in for ssh (GIT_SSH_VARIANT=ssh): it runs the remote command here, except that
+# while MARKER exists a receive-pack connection fails the way FAILURE says: "kill" (the ssh
+# process killed on this host, as by an OOM killer or a watchdog) or "reset" (the connection
+# reset during the ssh handshake: ssh's own words, exit 255).
+FAKE_SSH = r"""#!/bin/sh
+for last; do :; done
+case "$last" in *receive-pack*)
+    if [ -e "MARKER" ]; then
+        if [ "$(cat "MARKER")" = kill ]; then kill -9 $$; fi
+        echo "kex_exchange_identification: read: Connection reset by peer" >&2
+        echo "Connection reset by 127.0.0.1 port 22" >&2
+        exit 255
+    fi;;
+esac
+exec sh -c "$last"
+"""
+
+
+@pytest.mark.parametrize("failure", ["kill", "reset"])
+def test_an_ssh_transport_that_fails_is_not_called_a_refusal(tmp_path: Path, failure) -> None:
+    server = make_server(tmp_path)
+    a = make_host(server.as_uri(), tmp_path / "host-a")
+    marker = tmp_path / "ssh-fails"
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(FAKE_SSH.replace("MARKER", str(marker)))
+    fake.chmod(0o755)
+    git("config", "core.sshCommand", str(fake), cwd=a)
+    git("remote", "set-url", "origin", f"ssh://git@127.0.0.1{server}", cwd=a)
+    env = {**TESTING, "GIT_SSH_VARIANT": "ssh"}
+    receipts = a / ".git" / "worklease" / "receipts"
+    assert run_cli("acquire", "r/ssh", "--ttl", "1m", cwd=a, env=env).code == 0
+    held = sorted(receipts.glob("*/*.json"))
+    marker.write_text(failure)
+    for args in (("acquire", "r/other"), ("heartbeat", "r/ssh"), ("release", "r/ssh")):
+        out = run_cli(*args, "--json", cwd=a, env=env)
+        assert out.code == 7, (args, out)
+        message = out.json["error"]["message"]
+        assert "the transport failed" in message and "refused" not in message, message
+        assert "nothing of this write is at the remote" in message, message
+    assert sorted(receipts.glob("*/*.json")) == held
+    assert list(remote_refs(server)) == ["refs/worklease/r/ssh.lease"]
+    marker.unlink()
+    assert run_cli("check", "r/ssh", cwd=a, env=env).code == 0
+    assert run_cli("release", "r/ssh", cwd=a, env=env).code == 0
 
 
 def test_a_password_in_a_remote_url_is_never_shown(hosts) -> None:

@@ -195,6 +195,7 @@ class _Keeping:
         ttl_ms = min(c.record.ttl_ms for c in self.claims if c.record is not None)
         # the first renewal once a third of the TTL has gone (at once if more has)
         due = _clock() + max(0, self._left_ms() - 2 * ttl_ms // 3) / 1000
+        failures = 0
         while True:
             why = self._wait(due)
             if why is not None:
@@ -215,7 +216,15 @@ class _Keeping:
             except GitleaseError as exc:
                 if self._left_ms() <= 0:
                     return f"the claim expired while renewing failed ({exc.code}: {exc})"
-                self.log(f"renewal failed, retrying in a third of the TTL ({exc.code}: {exc})")
+                retry = _retry_seconds(failures, self._left_ms(), ttl_ms)
+                failures += 1
+                self.log(
+                    f"renewal failed, retrying in {format_duration(int(retry * 1000))} "
+                    f"({exc.code}: {exc})"
+                )
+                due = _clock() + retry
+                continue
+            failures = 0
             due = _clock() + ttl_ms / 3000
 
     def _drop_released(self, error: LostError) -> bool:
@@ -298,6 +307,15 @@ def _drained(fd: int) -> bool:
         while os.read(fd, 512):
             got = True
     return got
+
+
+def _retry_seconds(failures: int, left_ms: int, ttl_ms: int) -> float:
+    """When to try a failed renewal again: soon (half a second, doubling with each failure
+    in a row), but within a quarter of what the claim has left, so that several tries fit
+    before it runs out (two short network flaps must not cost a claim), and never later
+    than the usual third of a TTL. At least 50 ms: not a busy loop."""
+    backoff: float = 0.5 * float(2 ** min(failures, 10))
+    return max(0.05, min(backoff, left_ms / 4000, ttl_ms / 3000))
 
 
 def _clock() -> float:

@@ -64,6 +64,37 @@ _UNREACHABLE = re.compile(
 )
 
 
+#: The transport itself failed before the server's first answer (not the server, not the
+#: network's refusal): the connection was reset or closed during the ssh handshake, or the
+#: ssh process died on this host.
+_TRANSPORT = re.compile(
+    "|".join(
+        [
+            r"died of signal",  # git: the ssh command was killed
+            r"Killed by signal",  # ssh, on SIGTERM/SIGINT
+            r"kex_exchange_identification",
+            r"ssh_exchange_identification",
+            r"Connection reset by",
+            r"Connection closed by",
+            r"closed by remote host",
+            r"Broken pipe",
+            r"banner exchange",
+            r"ssh_dispatch_run_fatal",
+        ]
+    )
+)
+#: git's own lines that say nothing of why (the hint after "Could not read from remote").
+_HINT = ("Please make sure you have the correct access rights", "and the repository exists.")
+
+
+def _silent_end(own: str) -> bool:
+    """git could not read the remote's first answer, and nothing else said why: the
+    connection's program ended without a word (an ssh killed with SIGKILL, under a shell)."""
+    lines = [line.strip() for line in own.splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith(_HINT)]
+    return said == ["fatal: Could not read from remote repository."]
+
+
 def _own_lines(result: subprocess.CompletedProcess[bytes]) -> str:
     """git's own lines of stderr, without the server's ``remote:`` lines."""
     text = result.stderr.decode("utf-8", "replace")
@@ -71,14 +102,41 @@ def _own_lines(result: subprocess.CompletedProcess[bytes]) -> str:
 
 
 def before_pack(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
-    """ "unreachable" or "refused" when git itself says the push ended before any pack was
-    sent, and exited on its own (nothing can land); None when it does not say so."""
+    """ "transport", "unreachable" or "refused" when git itself says the push ended before
+    any pack was sent, and exited on its own (nothing can land); None when it does not say
+    so. "transport": the connection failed on the way (reset or closed during the ssh
+    handshake, the ssh process killed here), which is neither the server's refusal nor a
+    remote that cannot be reached at all."""
     if result is None or result.returncode <= 0:
         return None
     own = _own_lines(result)
     if not _BEFORE_PACK.search(own) or _PACK_SENT.search(own):
         return None
+    if _TRANSPORT.search(own) or _silent_end(own):
+        return "transport"
     return "unreachable" if _UNREACHABLE.search(own) else "refused"
+
+
+#: git's own words when the server did not advertise a capability the push asked for; git
+#: stops before it sends anything.
+_MISSING_CAPABILITY = re.compile(r"the receiving end does not support (--[a-z-]+)")
+#: What the server lacks, said in its own settings' words.
+_CAPABILITY = {
+    "--atomic": "atomic push (git's `receive.advertiseAtomic` is off there, or the server "
+    "does not offer it at all)",
+    "--force-with-lease": "leased push",
+}
+
+
+def missing_capability(result: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """The capability the server lacks when git refused to push for want of it (nothing was
+    sent: git checks the server's advertised capabilities before it builds the pack)."""
+    if result is None or result.returncode <= 0:
+        return None
+    found = _MISSING_CAPABILITY.search(_own_lines(result))
+    if found is None:
+        return None
+    return _CAPABILITY.get(found.group(1), f"the {found.group(1)} option of git push")
 
 
 def http_refusal(result: subprocess.CompletedProcess[bytes] | None) -> str | None:

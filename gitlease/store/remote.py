@@ -46,6 +46,7 @@ from .pushreply import (
     checked_before_sending,
     classify,
     http_refusal,
+    missing_capability,
     network_error,
     push_statuses,
     rejection,
@@ -57,7 +58,15 @@ if TYPE_CHECKING:
 
 #: A fetch or push that takes longer is stopped (a push's outcome is then settled).
 NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
+#: A write that renews or releases this host's live claim waits for the push no longer
+#: than the claim has left; settling a push that got no answer then takes at most this
+#: much more (or what the claim still has, if more): the answer comes when the claim's
+#: time is known to be up, not a minute later.
+SETTLE_SECONDS = 2.0
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
+#: At most this many records of a chain are fetched one by one to settle a push (each is a
+#: round trip); a longer chain is left ambiguous.
+_CHAIN_FETCHES = 64
 PRUNE_REFUSED = (
     "prune is not available with a remote store: the tombstones are what keep revisions "
     "increasing for every host"
@@ -193,7 +202,7 @@ class RemoteStore(Store):
         args.append(self.remote)
         args += [f"--force-with-lease={ref}:{expected or ''}" for ref, expected, _ in planned]
         args += [f"{new}:{ref}" for ref, _, new in planned]
-        self._push(args, planned)
+        self._push(args, planned, self._claim_left(updates))
         self._mirror_compare_and_swap(planned, message)
         return [new for _, _, new in planned]
 
@@ -232,15 +241,69 @@ class RemoteStore(Store):
             "not have seen every earlier one): fix or delete the ref at the remote by hand"
         )
 
-    def _push(self, args: list[str], planned: list[tuple[str, str | None, str]]) -> None:
+    def _claim_left(self, updates: list[tuple[str, str | None, bytes]]) -> float | None:
+        """Seconds the live claims of this boot that these updates replace have left on
+        this host's clock (the least of them), or None when none is replaced (an acquire
+        of a free or expired resource): a heartbeat or release must not wait for the
+        remote past the moment its claim ends."""
+        from ..model.record import RELEASED, parse
+
+        now = Now.read()
+        lefts: list[int] = []
+        for _ref, expected, _data in updates:
+            if expected is None:
+                continue
+            data, _problem = self.read_blob(expected)
+            if data is None:
+                continue
+            try:
+                record = parse(data)
+            except StoreError:
+                continue
+            if record.boot_id == now.boot and record.state != RELEASED:
+                lefts.append(record.boot_expires_ms - now.boot_ms)
+        if not lefts or min(lefts) <= 0:
+            return None
+        return min(lefts) / 1000
+
+    def _push(
+        self,
+        args: list[str],
+        planned: list[tuple[str, str | None, str]],
+        claim_left: float | None = None,
+    ) -> None:
         """Run the push and decide what it did: return if every record landed, else raise.
 
         A refusal is believed only once it cannot hide a landed write: a refusal
         by the server (not git's own check before sending) is settled by looking
         first, since on HTTP it may answer a second copy of a push that landed.
+        ``claim_left``: the push waits no longer (see :meth:`_claim_left`); settling
+        it then gets :data:`SETTLE_SECONDS` more at most.
         """
         self._fetched_after_refusal = None
-        result = self._network(*args)
+        ends = None if claim_left is None else time.monotonic() + max(claim_left, 0.1)
+        with self._until(ends):
+            result = self._network(*args)
+        settle_by = None if ends is None else max(ends, time.monotonic() + SETTLE_SECONDS)
+        with self._until(settle_by):
+            self._decide(planned, result, ends)
+
+    @contextmanager
+    def _until(self, ends: float | None) -> Iterator[None]:
+        """Network calls inside end by the monotonic time ``ends`` (None: no new bound)."""
+        if ends is None:
+            yield
+            return
+        with self.within(ends - time.monotonic()):
+            yield
+
+    def _decide(
+        self,
+        planned: list[tuple[str, str | None, str]],
+        result: subprocess.CompletedProcess[bytes] | None,
+        claim_ends: float | None,
+    ) -> None:
+        """What the push did, from git's answer, and a fetch where that does not tell."""
         statuses = push_statuses(result.stdout if result is not None else b"")
         ours = [statuses.get(ref) for ref, _, _ in planned]
         if (
@@ -252,6 +315,11 @@ class RemoteStore(Store):
         reasons = [s[1] for s in ours if s is not None and s[0] == "!"]
         verdict = rejection(reasons)
         why = network_error(result)
+        if result is None and claim_ends is not None and time.monotonic() >= claim_ends:
+            why = (
+                "no answer within the time the claim had left on this host's clock; unless "
+                "this write landed, the claim has run out"
+            )
         if verdict == "race":
             refused = "; ".join(sorted(set(reasons)))
             if all(checked_before_sending(r) for r in reasons):
@@ -272,7 +340,17 @@ class RemoteStore(Store):
                 return
             raise StoreError(f"the remote {self.shown} refused the update: {policy}{said}")
         if not statuses:
+            lacking = missing_capability(result)
+            if lacking is not None:
+                raise StoreError(
+                    f"the remote {self.shown} does not support {lacking}: nothing was sent. "
+                    "gitlease needs it to write every claim's refs in one compare-and-swap; "
+                    "use a server that offers it (see docs/remote.md, which servers work)"
+                )
             before = before_pack(result)
+            if before == "transport":
+                self._settle_unsent(planned, why)
+                return
             if before == "unreachable":
                 raise StoreError(f"cannot reach the remote {self.shown}: {why}")
             if before == "refused":
@@ -318,6 +396,31 @@ class RemoteStore(Store):
         raise WriteOutcomeUnknown(
             f"the remote {self.shown} {what}, and an earlier copy of this push (git's HTTP "
             "client sends one again when an answer is lost) may still land. Compare "
+            "`gitlease show` with your receipt, then retry"
+        )
+
+    def _settle_unsent(self, planned: list[tuple[str, str | None, str]], why: str) -> None:
+        """The transport failed before git read the server's first answer: no pack went out.
+        Look all the same (a fetch), and say what happened: the connection failed, the
+        server refused nothing."""
+        what = (
+            f"the push to {self.shown} did not reach the server: the transport failed before "
+            f"git read the server's first answer, so nothing was sent ({why})"
+        )
+        try:
+            self.refresh()
+        except StoreError as exc:
+            raise StoreError(
+                f"{what}; nothing of this write is at the remote, and none can land (the "
+                f"remote cannot be read now either: {exc})"
+            ) from None
+        found = {self._push_outcome(ref, expected, new) for ref, expected, new in planned}
+        if found == {"landed"}:
+            return
+        if found <= {"pending", "not landed"}:
+            raise StoreError(f"{what}; a fetch shows nothing of this write is at the remote")
+        raise WriteOutcomeUnknown(
+            f"{what}, yet a fetch cannot tell whether this write is at the remote. Compare "
             "`gitlease show` with your receipt, then retry"
         )
 
@@ -390,25 +493,47 @@ class RemoteStore(Store):
 
         Another host may have written after us before we looked (a release, then an
         acquire), so the current record's chain of ``previous`` ids is followed back.
+        Records of that chain this host never fetched (they came and went at the remote
+        meanwhile) are fetched by their ids: the server still has them until its ``git
+        gc``, and protocol v2 serves any object asked for. Without them a write that
+        provably did not land would read as ambiguous.
         """
         from ..model.record import parse
 
         oid = Store.read(self, ref).oid
         if oid == expected:
             return "pending"
+        fetched = 0
         for _ in range(1000):
             if oid == new:
                 return "landed"
             if oid == expected or oid is None:
                 return "not landed"
             data, _problem = self.read_blob(oid)
+            if data is None and fetched < _CHAIN_FETCHES and self._fetch_object(oid):
+                fetched += 1
+                data, _problem = self.read_blob(oid)
             if data is None:
-                return "unknown"  # a record this host never fetched
+                return "unknown"  # a record this host never saw, and the remote would not give
             try:
                 oid = parse(data).previous
             except StoreError:
                 return "unknown"
         return "unknown"
+
+    def _fetch_object(self, oid: str) -> bool:
+        """Fetch one record by its id into the local objects (no ref moves): True if it came."""
+        result = self._network(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--no-auto-maintenance",
+            self.remote,
+            oid,
+        )
+        return result is not None and result.returncode == 0
 
     def _mirror_compare_and_swap(
         self, pairs: list[tuple[str, str | None, str]], message: str
