@@ -19,7 +19,7 @@ from pathlib import Path
 
 import history
 import pytest
-from conftest import store_git, store_path
+from conftest import store_git, store_path, wait_renewed
 
 CTX = multiprocessing.get_context("fork")
 
@@ -334,10 +334,9 @@ def test_through_a_remote_a_stale_mirror_moves_on_to_the_next(tmp_path: Path) ->
 
 def test_keepalive_keeps_the_candidate_taken(cli, repo: Path) -> None:
     hold(cli, "k/1")
-    got = cli("acquire", "--first-free", "k/1", "k/2", "--ttl", "2s", "--keepalive", "--json")
+    got = cli("acquire", "--first-free", "k/1", "k/2", "--ttl", "12s", "--keepalive", "--json")
     assert got.code == 0 and got.json["resource"] == "k/2", got
     pid = got.json["keepalive"]["pid"]
-    time.sleep(2.5)
-    shown = cli("show", "k/2", "--json").json
+    shown = wait_renewed(cli, "k/2", got.json)  # by nobody but the keepalive
     assert shown["state"] == "active" and shown["keepalive"]["pid"] == pid, "renewed past its TTL"
     assert cli("release", "k/2").code == 0
