@@ -41,7 +41,7 @@ def test_bound_worktree_lifecycle(cli, worktrees) -> None:
     wait_state(cli, R, "expired")
     ok, err = commit(a)
     assert not ok and "commit refused" in err and R in err and "expired" in err
-    assert "test-agent" in err and "revision 2" in err and "Re-acquire" in err
+    assert "test-agent" in err and "revision 1" in err and "Re-acquire" in err
     ok, err = commit(a, "--no-verify")
     assert not ok and "prepare-commit-msg" in err, "--no-verify does not skip the check"
 
