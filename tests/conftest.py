@@ -11,10 +11,14 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 _HOME = Path(tempfile.mkdtemp(prefix="gitlease-test-home-"))
 (_HOME / ".gitconfig").write_text(
@@ -169,3 +173,57 @@ def store(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     monkeypatch.chdir(repo)
     yield open_store()
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float = 60, what: str = "") -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that.
+
+    For a test that waits on an event (a file appearing, a state reported, a process gone)
+    rather than on a wall-clock margin: ``timeout`` is generous (tens of seconds) and is never
+    reached on a healthy run, however loaded the machine; reaching it fails the test.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what or predicate!r}: never happened")
+        time.sleep(0.05)
+
+
+def wait_state(cli: Callable[..., Result], resource: str, state: str, timeout: float = 60,
+               **kw: object) -> dict:  # fmt: skip
+    """Poll ``gitlease show RESOURCE --json`` (through ``cli``, with ``kw``) until the claim is
+    in ``state`` (``active``, ``expired``, ``released``, ...); the document shown then."""
+
+    def shown() -> dict | None:
+        got = cli("show", resource, "--json", **kw)
+        doc = got.json if got.code == 0 else None
+        return doc if doc and doc.get("state") == state else None
+
+    return wait_for(shown, timeout, f"{resource} to be {state}")
+
+
+def taken_over(acquire: Callable[[], Result]) -> Result:
+    """Poll another host's ``acquire`` until it takes the lapsed claim over: HELD (3) until
+    that host has seen the record unchanged for a TTL (docs/remote.md), then 0."""
+
+    def took() -> Result | None:
+        got = acquire()
+        assert got.code in (0, 3), got
+        return got if got.code == 0 else None
+
+    return wait_for(took, what="the takeover")
+
+
+def wait_renewed(cli: Callable[..., Result], resource: str, since: dict, **kw: object) -> dict:
+    """Poll ``gitlease show RESOURCE --json`` until the claim was renewed after ``since`` (a
+    document shown or acquired): it ends later than then. The document shown then."""
+
+    def shown() -> dict | None:
+        got = cli("show", resource, "--json", **kw)
+        doc = got.json if got.code == 0 else None
+        return doc if doc and doc["expires_at"] > since["expires_at"] else None
+
+    return wait_for(shown, what=f"{resource} to be renewed")

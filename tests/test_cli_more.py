@@ -57,13 +57,27 @@ def test_console_scripts_and_git_lease(repo: Path) -> None:
 
 
 def test_wait_retries_until_the_holder_lets_go(cli, repo: Path) -> None:
-    assert cli("acquire", R, "--ttl", "2s").code == 0
+    import json
+
+    from conftest import wait_for
+
+    assert cli("acquire", R, "--ttl", "5m").code == 0  # held until the waiter waits
     other = repo.parent / "other"
     git("worktree", "add", "-q", "-b", "other", str(other), cwd=repo)
-    started = time.monotonic()
-    got = cli("acquire", R, "--wait", "10s", "--json", cwd=other)
-    assert got.code == 0 and got.json["revision"] == 2
-    assert 1.0 < time.monotonic() - started < 9
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "acquire", R, "--wait", "60s", "--json"],
+        cwd=other, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = store_path(repo) / "worklease" / "waiters"
+        wait_for(lambda: line.is_dir() and any(n[0] != "." for n in os.listdir(line)),
+                 what="the waiter to join the line")  # fmt: skip
+        assert waiter.poll() is None, "it waits while the claim is held"
+        assert cli("heartbeat", R, "--ttl", "1s").code == 0  # the holder's last: it lapses
+        out, _ = waiter.communicate(timeout=90)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0 and json.loads(out)["revision"] == 2, out
     short = cli("acquire", R, "--wait", "1s", "--json")
     assert short.code == 3
 
@@ -171,6 +185,28 @@ def _tty_run(args: list[str], cwd: Path, extra_env: dict[str, str]) -> str:
     return b"".join(chunks).decode()
 
 
+def _tty_run_while_waiting(args: list[str], repo: Path, lapse: dict[str, str]) -> str:
+    """``_tty_run`` of a waiting command: once it stands in the line of waiters, the claims
+    it waits for lapse (``lapse``: resource -> receipt; their holders' last heartbeat, with a
+    1 s TTL); what it printed."""
+    import threading
+
+    from conftest import run_cli, wait_for
+
+    out: list[str] = []
+    waiter = threading.Thread(target=lambda: out.append(_tty_run(args, repo, {})), daemon=True)
+    waiter.start()
+    line = store_path(repo) / "worklease" / "waiters"
+    wait_for(lambda: (line.is_dir() and any(n[0] != "." for n in os.listdir(line))) or out,
+             what="the waiter to join the line")  # fmt: skip
+    for resource, receipt in lapse.items():
+        got = run_cli("heartbeat", resource, "--receipt", receipt, "--ttl", "1s", cwd=repo)
+        assert got.code == 0, got
+    waiter.join(timeout=90)
+    assert out, "the waiter never ended"
+    return out[0]
+
+
 def test_tables_and_colour_for_people(cli, repo: Path) -> None:
     cli("acquire", R, "--ttl", "10m")
     shown = _tty_run(["list"], repo, {})
@@ -185,8 +221,9 @@ def test_tables_and_colour_for_people(cli, repo: Path) -> None:
 
 
 def test_wait_shows_one_live_status_line_on_a_terminal(cli, repo: Path) -> None:
-    cli("acquire", R, "--ttl", "2s", "--no-bind", "--receipt", str(repo.parent / "first.json"))
-    out = _tty_run(["acquire", R, "--wait", "10s"], repo, {})
+    first = str(repo.parent / "first.json")
+    cli("acquire", R, "--ttl", "5m", "--no-bind", "--receipt", first)  # held while it waits
+    out = _tty_run_while_waiting(["acquire", R, "--wait", "60s"], repo, {R: first})
     assert "waiting for test-agent" in out and "attempt" in out and "acquired" in out
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -120,9 +119,12 @@ def test_the_hooks_of_each_clone_refuse_a_lapsed_claim(shop: Path, tmp_path: Pat
     a, b = clone(shop, tmp_path / "a"), clone(shop, tmp_path / "b")
     for c in (a, b):
         assert run_cli("hooks", "install", cwd=c).code == 0
-    assert run_cli("acquire", R, "--ttl", "2s", cwd=a).code == 0
+    from conftest import wait_for
+
+    assert run_cli("acquire", R, "--ttl", "5m", cwd=a).code == 0  # live while it commits
     assert commit(a)[0], "a live claim commits"
-    time.sleep(2.3)
+    assert run_cli("heartbeat", R, "--ttl", "1s", cwd=a).code == 0  # its last: it lapses
+    wait_for(lambda: run_cli("check", R, cwd=a).code == 4, what="the claim to expire")
     ok, err = commit(a)
     assert not ok and "expired" in err
     assert run_cli("acquire", R, "--ttl", "1m", cwd=b).code == 0

@@ -178,12 +178,24 @@ def test_the_caller_that_just_released_queues_behind_a_waiter(cli, repo: Path, m
 
 
 def test_a_caller_that_does_not_wait_yields_to_a_waiter(cli, repo: Path) -> None:
+    import threading
+
     from gitlease.model.refname import encode
     from gitlease.state.waitqueue import STALE_SECONDS, Line
 
     line = Line(store_dir(repo), [encode(R)])
+    looking = threading.Event()
+    looking.set()
+
+    def look() -> None:  # a live waiter touches its ticket at every look
+        while looking.is_set():
+            line.touch()
+            time.sleep(0.1)
+
     with line.joined():
         assert line.ticket is not None
+        toucher = threading.Thread(target=look, daemon=True)
+        toucher.start()
         got = cli("acquire", R, "--json")
         assert got.code == 3, got
         assert "waiting for it" in got.json["error"]["message"]
@@ -194,7 +206,9 @@ def test_a_caller_that_does_not_wait_yields_to_a_waiter(cli, repo: Path) -> None
         held = cli("acquire", "--first-free", R, "--json").json["error"]
         assert held["claims"][0]["waiting"] == 1
 
-        old = time.time() - STALE_SECONDS - 1  # a waiter that stopped looking is passed over
+        looking.clear()  # the waiter stops looking ...
+        toucher.join(timeout=60)
+        old = time.time() - STALE_SECONDS - 1  # ... and is passed over
         os.utime(line.ticket.path, (old, old))
         assert cli("acquire", R, "--json").code == 0
     assert tickets(repo) == []

@@ -157,11 +157,12 @@ def test_receipt_path_in_a_shared_directory_is_refused(cli, tmp_path: Path) -> N
 
 def test_worktree_removed(cli, worktrees) -> None:
     a, b = worktrees
-    assert cli("acquire", R, "--ttl", "2s", cwd=a).code == 0
+    assert cli("acquire", R, "--ttl", "10s", cwd=a).code == 0  # live for the next three calls
     git("worktree", "remove", "--force", str(a), cwd=b)
     assert cli("heartbeat", R, cwd=b).code == 4
     assert cli("acquire", R, cwd=b).code == 3
-    assert cli("acquire", R, "--wait", "5s", cwd=b).code == 0, "the orphan expires by TTL"
+    got = cli("acquire", R, "--wait", "60s", cwd=b, timeout=90)
+    assert got.code == 0, "the orphan expires by TTL"
     assert cli("verify", cwd=b).code == 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import make_repo, run_cli
+from conftest import make_repo, run_cli, taken_over, wait_for
 from hosts import HOST_B_ENV, git_daemon, make_host, make_server
 
 from gitlease.errors import UsageError
@@ -226,7 +226,7 @@ def test_a_rewritten_commit_carries_the_claim_held_now(cli, repo: Path) -> None:
 
 def test_work_from_a_live_claim_passes_and_a_lost_claims_work_is_refused(fenced) -> None:
     a, b = fenced.a, fenced.b
-    mine = fenced.on_a("acquire", R, "--ttl", "3s", "--json").json
+    mine = fenced.on_a("acquire", R, "--ttl", "5m", "--json").json  # live while A works
     first = commit(a, "a1")
     assert push(a, "HEAD:main").returncode == 0
     assert server_ref(fenced.server) == first, "a push from a live claim lands"
@@ -234,9 +234,8 @@ def test_work_from_a_live_claim_passes_and_a_lost_claims_work_is_refused(fenced)
     assert fenced.on_a("heartbeat", R).code == 0
     commit(a, "a2")  # work done while the claim is live, pushed only after it was lost
     assert fenced.on_b("acquire", R).code == 3  # host B's first sighting
-    time.sleep(3.2)
-    theirs = fenced.on_b("acquire", R, "--json")
-    assert theirs.code == 0, theirs
+    assert fenced.on_a("heartbeat", R, "--ttl", "2s").code == 0  # A's last: it lapses
+    theirs = taken_over(lambda: fenced.on_b("acquire", R, "--json"))
     refused = push(a, "HEAD:main")
     assert refused.returncode != 0
     err = said(refused)
@@ -273,9 +272,10 @@ def test_after_a_release_the_claims_later_pushes_are_refused(fenced) -> None:
 
 def test_an_expired_claim_that_nobody_replaced_still_passes(fenced) -> None:
     a = fenced.a
-    assert fenced.on_a("acquire", R, "--ttl", "1s").code == 0
+    assert fenced.on_a("acquire", R, "--ttl", "5m").code == 0
     commit(a, "slow")
-    time.sleep(1.3)
+    assert fenced.on_a("heartbeat", R, "--ttl", "1s").code == 0  # then nobody renews it
+    wait_for(lambda: fenced.on_a("check", R).code == 4, what="the claim to expire")
     assert fenced.on_a("check", R).code == 4  # expired on the holder's clock
     assert push(a, "HEAD:main").returncode == 0, "the server never judges a host's clock"
 
@@ -472,15 +472,15 @@ def test_fence_check_in_ci_gives_the_server_hooks_verdicts(tmp_path: Path) -> No
         assert job.returncode in (0, 4), job.stderr
         return hook.returncode == 0, job.returncode == 0
 
-    assert run_cli("acquire", R, "--ttl", "3s", cwd=a).code == 0
+    assert run_cli("acquire", R, "--ttl", "5m", cwd=a).code == 0  # live while A works
     commit(a, "live")
     assert both(a) == (True, True)
 
     assert run_cli("heartbeat", R, cwd=a).code == 0
     commit(a, "lost")  # while the claim is live; pushed after host B took it over
     assert run_cli("acquire", R, cwd=b, env=HOST_B_ENV).code == 3
-    time.sleep(3.2)
-    assert run_cli("acquire", R, cwd=b, env=HOST_B_ENV).code == 0
+    assert run_cli("heartbeat", R, "--ttl", "2s", cwd=a).code == 0  # A's last: it lapses
+    taken_over(lambda: run_cli("acquire", R, cwd=b, env=HOST_B_ENV))
     assert both(a) == (False, False), "replaced"
 
     g("pull", "-q", "--rebase", "origin", "main", cwd=b, env=HOST_B_ENV)

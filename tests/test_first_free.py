@@ -19,7 +19,7 @@ from pathlib import Path
 
 import history
 import pytest
-from conftest import store_git, store_path
+from conftest import store_git, store_path, wait_renewed
 
 CTX = multiprocessing.get_context("fork")
 
@@ -195,11 +195,12 @@ def test_wait_takes_whichever_candidate_frees_first(cli, repo: Path) -> None:
 
 
 def test_wait_shows_a_live_status_line_on_a_terminal(cli, repo: Path) -> None:
-    from test_cli_more import _tty_run
+    from test_cli_more import _tty_run_while_waiting
 
-    hold(cli, "l/1", ttl="2s", owner="agent-b")
+    hold(cli, "l/1", ttl="5m", owner="agent-b")  # held while it waits, then lapses
     hold(cli, "l/2", ttl="1h")
-    out = _tty_run(["acquire", "--first-free", "l/1", "l/2", "--wait", "20s"], repo, {})
+    out = _tty_run_while_waiting(["acquire", "--first-free", "l/1", "l/2", "--wait", "60s"],
+                                 repo, {"l/1": receipt_of("l/1")})  # fmt: skip
     assert "waiting for any of 2 candidates" in out and "agent-b" in out
     assert "acquired l/1" in out
 
@@ -334,10 +335,9 @@ def test_through_a_remote_a_stale_mirror_moves_on_to_the_next(tmp_path: Path) ->
 
 def test_keepalive_keeps_the_candidate_taken(cli, repo: Path) -> None:
     hold(cli, "k/1")
-    got = cli("acquire", "--first-free", "k/1", "k/2", "--ttl", "2s", "--keepalive", "--json")
+    got = cli("acquire", "--first-free", "k/1", "k/2", "--ttl", "12s", "--keepalive", "--json")
     assert got.code == 0 and got.json["resource"] == "k/2", got
     pid = got.json["keepalive"]["pid"]
-    time.sleep(2.5)
-    shown = cli("show", "k/2", "--json").json
+    shown = wait_renewed(cli, "k/2", got.json)  # by nobody but the keepalive
     assert shown["state"] == "active" and shown["keepalive"]["pid"] == pid, "renewed past its TTL"
     assert cli("release", "k/2").code == 0

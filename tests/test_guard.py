@@ -7,10 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from conftest import store_git, store_path
+from conftest import store_git, store_path, wait_for, wait_renewed, wait_state
 
 
 def gitlease_cmd() -> str:
@@ -18,14 +17,18 @@ def gitlease_cmd() -> str:
 
 
 def test_exec_holds_the_claim_longer_than_its_ttl_then_releases(cli, repo: Path) -> None:
+    go = repo.parent / "go"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", "job/1", "--ttl", "1s", "--", "sleep", "3"],
+        [sys.executable, "-m", "gitlease", "exec", "job/1", "--ttl", "15s", "--",
+         "sh", "-c", f"until [ -e {go} ]; do sleep 0.05; done"],
         cwd=repo,
-    )
-    time.sleep(1.8)  # past the TTL: only exec's heartbeats keep the claim
+    )  # fmt: skip
+    first = wait_state(cli, "job/1", "active")
+    renewed = wait_renewed(cli, "job/1", first)  # by exec's own heartbeat (every TTL/3)
+    assert renewed["state"] == "active" and renewed["claim_id"] == first["claim_id"]
     assert cli("acquire", "job/1").code == 3
-    assert cli("show", "job/1", "--json").json["state"] == "active"
-    assert proc.wait(timeout=30) == 0
+    go.touch()
+    assert proc.wait(timeout=60) == 0
     assert cli("show", "job/1", "--json").json["state"] == "released"
 
 
@@ -66,7 +69,7 @@ def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    wait_for(marker.exists, what="the command to run")
     oid = cli("show", "job/3", "--json").json["oid"]
     raw = store_git("cat-file", "blob", oid, cwd=repo).stdout.replace("revision 1", "revision 5")
     forged = subprocess.run(
@@ -79,20 +82,35 @@ def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
     store_git(
         "update-ref", "refs/worklease/job/3.lease", forged, cwd=repo
     )  # edited behind its back
-    started = time.monotonic()
-    code = proc.wait(timeout=30)
-    assert code == 4 and time.monotonic() - started < 10  # poll 1s + TERM ignored + 5s grace
-    assert "stopped" in proc.stderr.read()
+    code = proc.wait(timeout=60)  # poll 1s + TERM ignored + 5s grace, then KILL
+    assert code == 4
+    said = proc.stderr.read()
+    assert "stopped" in said
+    group = int(said.split("process group ")[1].split(")")[0])
+
+    def group_gone() -> bool:  # no running member left (a zombie waits for init to reap it)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            if int(pgrp) == group and state != "Z":
+                return False
+        return True
+
+    wait_for(group_gone, what="the process group to be gone")
     marker.unlink()
-    time.sleep(0.5)
     assert not marker.exists(), "the process group is gone"
 
 
 def test_signals_reach_the_child(repo: Path) -> None:
+    started = repo.parent / "started"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", "job/4", "--", "sleep", "30"], cwd=repo
-    )
-    time.sleep(1.5)
+        [sys.executable, "-m", "gitlease", "exec", "job/4", "--",
+         "sh", "-c", f"touch {started}; exec sleep 30"],
+        cwd=repo,
+    )  # fmt: skip
+    wait_for(started.exists, what="the command to start")  # exec is forwarding by then
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 128 + signal.SIGTERM
 
@@ -181,16 +199,20 @@ def test_library_replace_file(store, repo: Path) -> None:
 
 def test_kill_minus_nine_of_exec_frees_the_resource_within_ttl(cli, repo: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", "job/9", "--ttl", "1s", "--", "sleep", "59.123"],
+        [sys.executable, "-m", "gitlease", "exec", "job/9", "--ttl", "10s", "--",
+         "sleep", "59.123"],
         cwd=repo,
-    )
-    time.sleep(1.5)
+    )  # fmt: skip
+    wait_state(cli, "job/9", "active")
     assert cli("acquire", "job/9").code == 3
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    started = time.monotonic()
-    got = cli("acquire", "job/9", "--wait", "6s", "--json")
-    assert got.code == 0 and time.monotonic() - started < 6, "TTL + a few seconds at most"
+    last = cli("show", "job/9", "--json").json  # exec is dead: no heartbeat after this one
+    lapsed = wait_state(cli, "job/9", "expired")  # by its TTL (10 s)
+    assert (lapsed["claim_id"], lapsed["revision"]) == (last["claim_id"], last["revision"])
+    assert lapsed["expires_at"] == last["expires_at"], "nothing renewed it after the kill"
+    got = cli("acquire", "job/9", "--json")
+    assert got.code == 0, got
     subprocess.run(["pkill", "-f", "sleep 59.123"], check=False)  # the orphan
 
 

@@ -27,15 +27,18 @@ def commit(worktree: Path, *extra: str, name: str = "change") -> tuple[bool, str
 
 
 def test_bound_worktree_lifecycle(cli, worktrees) -> None:
+    from conftest import wait_state
+
     a, b = worktrees
     assert cli("hooks", "install", cwd=a).code == 0
     assert commit(a)[0], "an unbound worktree commits freely"
 
-    assert cli("acquire", R, "--ttl", "2s", cwd=a).code == 0
+    assert cli("acquire", R, "--ttl", "5m", cwd=a).code == 0  # live while it commits
     ok, _ = commit(a)
     assert ok, "a live claim lets the bound worktree commit"
 
-    time.sleep(2.2)
+    assert cli("heartbeat", R, "--ttl", "1s", cwd=a).code == 0  # its last: it lapses
+    wait_state(cli, R, "expired")
     ok, err = commit(a)
     assert not ok and "commit refused" in err and R in err and "expired" in err
     assert "test-agent" in err and "revision 1" in err and "Re-acquire" in err

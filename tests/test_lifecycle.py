@@ -8,7 +8,7 @@ import stat
 import time
 from pathlib import Path
 
-from conftest import NEEDS_SHIM, git, store_path, wall_clock_moved
+from conftest import NEEDS_SHIM, git, store_path, wait_for, wall_clock_moved
 
 R = "github/acme/api/42"
 CLAIM_FIELDS = {
@@ -147,9 +147,11 @@ def test_coordination_only_is_recorded_and_stated(cli) -> None:
 def test_library_context_manager_heartbeats_and_releases(store) -> None:
     import gitlease
 
-    with gitlease.acquire_lease(store, "lib/1", ttl="1s") as lease:
+    with gitlease.acquire_lease(store, "lib/1", ttl="12s") as lease:
         first = lease.claim.record.expires_at
-        time.sleep(1.5)  # longer than the TTL: only the background heartbeat keeps it
+        # nobody renews it but the background heartbeat (every TTL/3): the expiry moves on
+        wait_for(lambda: gitlease.show(store, "lib/1").record.expires_at > first,
+                 what="the background heartbeat")  # fmt: skip
         assert lease.check().record.expires_at > first
         assert gitlease.show(store, "lib/1").state == "active"
     assert gitlease.show(store, "lib/1").state == "released"
