@@ -201,7 +201,7 @@ def flocked(
                 fcntl.flock(fd, fcntl.LOCK_EX)
             elif not flock_polling(fd, deadline, longest_pause=longest_pause, defer=defer):
                 raise busy()
-            if _still_at(fd, path):
+            if still_at(fd, path):
                 break
             # The file was removed while we waited (remove_unheld: a retention pass tidying
             # guards): a lock on it excludes nobody, so lock the file now at ``path``.
@@ -214,7 +214,7 @@ def flocked(
         os.close(fd)
 
 
-def _still_at(fd: int, path: Path) -> bool:
+def still_at(fd: int, path: Path) -> bool:
     """Whether the open file ``fd`` is still the file at ``path`` (not removed or replaced)."""
     try:
         st = os.stat(path, follow_symlinks=False)
@@ -229,7 +229,7 @@ def remove_unheld(path: Path) -> bool:
 
     Safe against every :func:`flocked` caller: the file is removed while locked here, and
     a caller that opened it before and gets the lock afterwards finds that the path no
-    longer names its file (:func:`_still_at`), and locks the file at the path instead. A
+    longer names its file (:func:`still_at`), and locks the file at the path instead. A
     lock this thread holds itself is never removed.
     """
     if str(path) in _HELD.__dict__.get("fds", {}):
@@ -243,7 +243,7 @@ def remove_unheld(path: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return False  # held: it serves someone right now
-        if not _still_at(fd, path):
+        if not still_at(fd, path):
             return False
         os.unlink(path)
         return True

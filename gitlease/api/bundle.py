@@ -8,7 +8,6 @@ all its members (docs/concepts.md). Thin wrappers over
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +22,12 @@ from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, judge
 from ..model.clock import Now
 from ..model.durations import duration_ms
-from ..receipts.receipt import Receipt
+from ..receipts.receipt import Receipt, Receipted
 from ..store.local import Store
 from .reads import list_claims, mark_kept
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-Receipted = str | os.PathLike[str] | None
 
 
 class BundleResult(Value):

@@ -7,7 +7,6 @@ write over one ref, without a bundle id.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -24,13 +23,11 @@ from ..model.durations import duration_ms
 from ..receipts import bindings as bindings_mod
 from ..receipts import receipt as receipts_mod
 from ..receipts.bindings import Binding
-from ..receipts.receipt import Receipt
+from ..receipts.receipt import Receipt, Receipted
 from ..store.local import Store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-Receipted = str | os.PathLike[str] | None
 
 
 class Acquired(Value):

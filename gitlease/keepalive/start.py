@@ -43,7 +43,7 @@ from ..model.claim import Claim
 from ..model.durations import duration_ms
 from ..model.record import TOKEN_PREFIX
 from ..receipts.directory import log_path
-from ..receipts.receipt import ClaimRef, Receipt
+from ..receipts.receipt import ClaimRef, Receipt, Receipted
 from ..state import keepers
 from ..state.keepers import Keeper
 from ..store.local import Store
@@ -59,7 +59,6 @@ _ERRORS: dict[int, type[GitleaseError]] = {
     7: StoreError,
 }
 _BOOT = "from gitlease.keepalive.process import serve; serve()"
-Receipted = str | os.PathLike[str] | None
 
 
 # ------------------------------------------------------------------ the watched process

@@ -497,17 +497,6 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
     return text
 
 
-def is_token(text: object) -> bool:
-    """Whether ``text`` is a whole bearer token: the prefix and 32 bytes in base64url."""
-    if not isinstance(text, str) or not text.startswith(TOKEN_PREFIX):
-        return False
-    body = text[len(TOKEN_PREFIX) :]
-    try:
-        return len(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))) == 32
-    except ValueError:
-        return False
-
-
 class SigningKey:
     """The claim's Ed25519 key, derived from its token so only the receipt is secret."""
 

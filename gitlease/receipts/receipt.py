@@ -29,6 +29,10 @@ RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1
 
 
+#: A receipt named by its path, as the Python API takes one (None: the worktree's own).
+Receipted = str | os.PathLike[str] | None
+
+
 class ClaimRef(Value):
     """One claim named by a receipt: enough to find it, and to fence against it.
 

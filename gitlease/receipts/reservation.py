@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._util.files import flock_polling
+from .._util.files import flock_polling, still_at
 from ..errors import HeldError, ReceiptError, StoreError, UsageError
 from .receipt import (
     MAX_RECEIPT_BYTES,
@@ -149,7 +149,7 @@ def reserve(path: Path | None, store: str) -> Iterator[Reserved | None]:
                     f"receipt {path} is being written by another acquire; "
                     "choose another --receipt, or try again"
                 )
-            if not _still_at(path, fd):
+            if not still_at(fd, path):
                 os.close(fd)
                 continue  # replaced or removed while we waited for the lock
             # Judged only now, under the lock: a racer may have written it meanwhile,
@@ -235,13 +235,4 @@ def _existing_receipt(path: Path, fd: int, store: str) -> Receipt | None:
 
 def _still_empty(path: Path, fd: int) -> bool:
     """Whether ``path`` still names ``fd``'s file, and it is empty (nobody wrote a receipt)."""
-    return _still_at(path, fd) and os.fstat(fd).st_size == 0
-
-
-def _still_at(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd``."""
-    try:
-        st, mine = os.lstat(path), os.fstat(fd)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+    return still_at(fd, path) and os.fstat(fd).st_size == 0

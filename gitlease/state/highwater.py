@@ -49,7 +49,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from .._util import sharing as perms
-from .._util.files import fsync_dir
+from .._util.files import fsync_dir, still_at
 
 _DIR = ("worklease", "highwater")
 _READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -96,7 +96,7 @@ def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = True) ->
             try:
                 perms.widen_fd(fd, path, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if not _still_at(fd, path):
+                if not still_at(fd, path):
                     continue  # removed (forget) while we waited: write the file at the path
                 old = os.pread(fd, 4096, 0)
                 if revision <= _parse(old, ref):
@@ -112,15 +112,6 @@ def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = True) ->
                 return
             finally:
                 os.close(fd)
-
-
-def _still_at(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return False
-    mine = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def forget(git_dir: Path, ref: str) -> None:

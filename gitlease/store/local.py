@@ -56,8 +56,6 @@ from ..state import autoprune, floors, guards
 if TYPE_CHECKING:
     from .location import Location
 
-#: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
-UNREADABLE_OID = UNREADABLE_OID
 #: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
 #: nor an active claim's records back to its acquire, so the retention pass does it
 #: (:mod:`gitlease.maintenance.retention`), and a plain ``git gc`` of the store drops no history.
