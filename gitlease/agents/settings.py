@@ -38,6 +38,7 @@ from typing import Any
 
 from .._util.files import atomic_write
 from ..errors import StoreError, UsageError
+from ..gitio import layout
 from ..gitio.gitdirs import find_git_dir
 from .payloads import HARNESSES
 
@@ -154,7 +155,7 @@ def _check_harness(harness: str) -> None:
 
 
 def _manifest_path(git_dir: Path, harness: str) -> Path:
-    return git_dir / "worklease" / "agents" / f"{harness}.json"
+    return layout.agents_saved(git_dir, harness)
 
 
 def _read_manifest(git_dir: Path, harness: str) -> Doc:

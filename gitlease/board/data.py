@@ -31,6 +31,7 @@ from typing import Any
 
 from ..api.reads import claims_document, list_claims
 from ..errors import GitleaseError
+from ..gitio import layout
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, judge
 from ..model.clock import Now
@@ -85,7 +86,7 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
     return (
         tuple(refs),
         _stat_key(git_dir / "packed-refs"),
-        _stat_key(git_dir / "worklease" / "keepalive.json"),
+        _stat_key(layout.keepalive_registry(git_dir)),
         tuple(waiters),
     )
 

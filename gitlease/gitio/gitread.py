@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from .._util.files import atomic_write
 from .._util.value import Value
+from . import layout
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = "0" * 40
@@ -80,7 +81,6 @@ class Snapshot(Value):
 
 
 #: Where a store remembers the identity of the last ``packed-refs`` found well formed.
-_CHECKED = ("worklease", "packed-refs-checked")
 #: The same, in this process: identities already read from that file or checked here.
 _KNOWN_GOOD: set[str] = set()
 
@@ -161,7 +161,7 @@ def _known_good(git_dir: Path, ident: str) -> bool:
     if key in _KNOWN_GOOD:
         return True
     try:
-        stored = git_dir.joinpath(*_CHECKED).read_bytes().decode("ascii", "replace").strip()
+        stored = layout.packed_refs_checked(git_dir).read_bytes().decode("ascii", "replace").strip()
     except OSError:
         return False
     if stored != ident:
@@ -173,7 +173,7 @@ def _known_good(git_dir: Path, ident: str) -> bool:
 def _remember_good(git_dir: Path, ident: str) -> None:
     """Best effort: a store this process cannot write to is checked whole again next time."""
     _KNOWN_GOOD.add(f"{git_dir}\0{ident}")
-    path = git_dir.joinpath(*_CHECKED)
+    path = layout.packed_refs_checked(git_dir)
     with suppress(OSError):
         if path.read_bytes().decode("ascii", "replace").strip() == ident:
             return

@@ -22,6 +22,7 @@ from .._util.files import atomic_write, flock_polling, open_lock_file
 from ..api.reads import newest_written
 from ..claims.ownership import receipt_dir
 from ..errors import CompareAndSwapFailed, GitleaseError, StoreError, UsageError
+from ..gitio import layout
 from ..gitio.gitread import Snapshot, parse_reflog
 from ..model.claim import Claim, judge
 from ..model.clock import Now, parse_rfc3339, rfc3339
@@ -192,9 +193,7 @@ def _retain(
     _tidy_floors(store, claims, result)
     _tidy_guards(store, set(claims), result)
     present = {s.ref: s.oid for s in snaps if s.oid is not None}
-    result.removed["sightings"] = Sightings(store.git_dir / "worklease" / "sightings").forget(
-        present
-    )
+    result.removed["sightings"] = Sightings(layout.sightings(store.git_dir)).forget(present)
     result.removed["keepalive"] = keepers.forget_dead(store.git_dir)
     return claims
 
@@ -203,7 +202,7 @@ def _retain(
 def _one_pass(store: Store, *, wait: float) -> Iterator[bool]:
     """Hold the store's pass lock, one retention pass at a time; yields False if another
     pass keeps it (after ``wait`` seconds: 0 for the automatic pass, which just ends)."""
-    path = store.git_dir / "worklease" / "prune.lock"
+    path = layout.prune_lock(store.git_dir)
     fd = open_lock_file(path)
     try:
         if not flock_polling(fd, time.monotonic() + wait):
@@ -399,7 +398,7 @@ def _write_summary(store: Store, result: Retention) -> None:
     doc = {"finished_at": rfc3339(Now.read().wall_ms), **result.to_dict()}
     with suppress(OSError):
         atomic_write(
-            store.git_dir / "worklease" / "last-prune",
+            layout.last_prune(store.git_dir),
             (json.dumps(doc, indent=2) + "\n").encode("utf-8"),
             durable=False,
             mode=0o644,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..gitio import layout
 from ..gitio.gitread import Snapshot
 from .clock import Now, parse_rfc3339
 from .sightings import Sightings
@@ -115,7 +116,7 @@ def stamp_foreign(git_dir: Path, snaps: list[Snapshot], now: Now | None = None) 
     ]
     if not picks:
         return snaps
-    sightings = Sightings(git_dir / "worklease" / "sightings")
+    sightings = Sightings(layout.sightings(git_dir))
     stamped = sightings.stamp([snaps[i] for i in picks], now, complete=False)
     out = list(snaps)
     for i, snap in zip(picks, stamped, strict=True):

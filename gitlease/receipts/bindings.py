@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
+from ..gitio import layout
 from .receipt import (
     ClaimRef,
     Receipt,
@@ -80,7 +81,7 @@ def bound_claim(binding: Binding) -> tuple[Receipt, ClaimRef]:
 
 def bindings_dir(worktree_git_dir: Path) -> Path:
     """Where a worktree's bindings live."""
-    return worktree_git_dir / "worklease" / "bindings"
+    return layout.bindings_dir(worktree_git_dir)
 
 
 def _path(worktree_git_dir: Path, ref: str) -> Path:

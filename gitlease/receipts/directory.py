@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .._util.files import atomic_write, mtime
 from ..errors import GitleaseError, ReceiptError, StoreError, UsageError
+from ..gitio import layout
 from .receipt import Receipt, private_dir, read, remove, resource_key, write
 
 #: A released claim's receipt (no token) is kept this long, for a retried release.
@@ -56,8 +57,7 @@ _KEY = re.compile(r"[0-9a-f]{16}")
 
 def default_dir(worktree_git_dir: Path | None, state_home: Path) -> Path:
     """The receipt directory of a worktree (the per-user state outside one)."""
-    base = worktree_git_dir / "worklease" if worktree_git_dir else state_home
-    return base / "receipts"
+    return layout.receipts_dir(worktree_git_dir) if worktree_git_dir else state_home / "receipts"
 
 
 def receipt_path(directory: Path, ref: str, claim_id: str) -> Path:

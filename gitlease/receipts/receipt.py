@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
+from ..gitio import layout
 
 RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1
@@ -111,14 +112,14 @@ def working_copy_of(path: Path) -> str | None:
     its copied receipts and bindings name another one and are refused there: a copy is
     never the original's holder. (A move within one file system keeps the inode.)
     """
-    for parent in path.parents:
-        if parent.name in ("receipts", "bindings") and parent.parent.name == "worklease":
-            try:
-                st = os.stat(parent.parent.parent)
-            except OSError:
-                return None
-            return f"{st.st_dev}:{st.st_ino}"
-    return None
+    git_dir = layout.is_worktree_file(path)
+    if git_dir is None:
+        return None
+    try:
+        st = os.stat(git_dir)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 def foreign_copy(path: Path, recorded: object) -> bool:

@@ -31,6 +31,7 @@ from typing import Any
 from .._util.text import printable
 from .._util.value import Value
 from ..errors import CorruptRecordError, HeldError, UsageError
+from ..gitio import layout
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, is_expired, judge
 from ..model.clock import Now, format_duration
@@ -66,19 +67,19 @@ class Index(Value):
 
 def index_path(git_dir: Path) -> Path:
     """The index file of the store at ``git_dir``."""
-    return git_dir / "worklease" / "scopes" / "index"
+    return layout.scopes_index(git_dir)
 
 
 def guard_path(git_dir: Path) -> Path:
     """The store-wide scope guard of the store at ``git_dir``."""
-    return git_dir / "worklease" / "scopes" / "guard"
+    return layout.scopes_guard(git_dir)
 
 
 def pointer_path(worktree_git_dir: Path) -> Path:
     """Where a repository notes its store's path for the commit hook's shell fast path."""
     from ..gitio.gitdirs import common_dir
 
-    return common_dir(worktree_git_dir) / "worklease" / "scopes-store"
+    return layout.scopes_store_note(common_dir(worktree_git_dir))
 
 
 def note_store(worktree_git_dir: Path | None, store_git_dir: Path) -> None:

@@ -17,6 +17,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from .._util.files import atomic_write
+from ..gitio import layout
 from ..gitio.gitread import git_env
 from . import guards
 
@@ -29,7 +30,7 @@ _BACKGROUND: list[subprocess.Popen[bytes]] = []
 def start_if_due(git_dir: Path, remote: str | None) -> None:
     """Start the pass on the store at ``git_dir`` (through ``remote``, if it has one) when
     the last one started a day ago or more; a new store's first pass is due a day from now."""
-    stamp = git_dir / "worklease" / "last-prune"
+    stamp = layout.last_prune(git_dir)
     now = time.time()
     try:
         age = now - stamp.stat().st_mtime

@@ -27,13 +27,13 @@ kept by the claims core for other reasons is independent of it.)
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from contextlib import suppress
 from pathlib import Path
 
 from .._util.files import atomic_write
+from ..gitio import layout
 
 PACKED = "packed"
 _LINE = re.compile(rb"^([0-9a-f]{40}) ([0-9]{1,19})$", re.MULTILINE)
@@ -43,12 +43,12 @@ _WIDTH = 61  # 40 hex, a space, 19 digits, a newline
 
 def digest(ref: str) -> str:
     """The 40 hex digits that name ``ref``'s guard and floor (SHA-256 of the ref name)."""
-    return hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
+    return layout.ref_digest(ref)
 
 
 def directory(git_dir: Path) -> Path:
     """Where the floors of the store at ``git_dir`` live."""
-    return git_dir / "worklease" / "floors"
+    return layout.floors_dir(git_dir)
 
 
 def read(git_dir: Path, ref: str) -> int:

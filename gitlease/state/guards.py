@@ -14,7 +14,6 @@ The lock itself is never inherited, so a killed exec frees the resource at once.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 from .._util.files import flock_taken, flocked
 from .._util.files import remove_unheld as _remove_unheld
 from ..errors import HeldError
+from ..gitio import layout
 
 #: Seconds a caller waits for another process's guard before the answer is HELD.
 GUARD_WAIT_SECONDS = 2.0
@@ -33,13 +33,13 @@ GUARD_ENV = "GITLEASE_GUARD"
 
 def guard_path(git_dir: Path, ref: str) -> Path:
     """The guard file of ``ref`` in the store at ``git_dir``."""
-    digest = hashlib.sha256(ref.encode("utf-8")).hexdigest()[:40]
+    digest = layout.ref_digest(ref)
     return directory(git_dir) / digest
 
 
 def directory(git_dir: Path) -> Path:
     """Where the guards of the store at ``git_dir`` live."""
-    return git_dir / "worklease" / "guards"
+    return layout.guards_dir(git_dir)
 
 
 def remove_unheld(path: Path) -> bool:

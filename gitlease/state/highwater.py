@@ -43,23 +43,22 @@ No pygit2, click or cryptography here.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 from contextlib import suppress
 from pathlib import Path
 
 from .._util import sharing as perms
 from .._util.files import fsync_dir, still_at
+from ..gitio import layout
 
-_DIR = ("worklease", "highwater")
 _READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
 _WRITE = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 def mark_path(git_dir: Path, ref: str) -> Path:
     """The mark file of ``ref`` in the store at ``git_dir``."""
-    digest = hashlib.sha256(ref.encode("utf-8", "surrogateescape")).hexdigest()[:40]
-    return git_dir.joinpath(*_DIR, digest)
+    digest = layout.ref_digest(ref)
+    return layout.highwater_dir(git_dir) / digest
 
 
 def read(git_dir: Path, ref: str) -> int:

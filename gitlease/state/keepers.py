@@ -31,6 +31,7 @@ from .._util.files import atomic_write, flocked
 from .._util.text import masked
 from .._util.value import Value
 from ..errors import HeldError, StoreError, UsageError
+from ..gitio import layout
 from ..model.refname import decode
 
 #: How a keepalive process's command line names it (gitlease/keepalive.py starts it so).
@@ -123,7 +124,7 @@ def parse(doc: Any) -> Keeper | None:
 
 
 def _path(git_dir: Path) -> Path:
-    return git_dir / "worklease" / "keepalive.json"
+    return layout.keepalive_registry(git_dir)
 
 
 def _entries(git_dir: Path) -> list[Keeper]:
@@ -163,7 +164,7 @@ def _write(git_dir: Path, keepers: list[Keeper]) -> None:
 
 
 def _locked(git_dir: Path) -> contextlib.AbstractContextManager[int]:
-    lock = git_dir / "worklease" / "keepalive.lock"
+    lock = layout.keepalive_lock(git_dir)
 
     def busy() -> StoreError:
         return StoreError(f"{lock} stayed locked for {_LOCK_WAIT_SECONDS:.0f} seconds")

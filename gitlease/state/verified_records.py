@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .._util.files import atomic_write
+from ..gitio import layout
 
 MAGIC = b"gitlease verified-records v1\n"
 #: Beyond the ids a read just saw, at most this many older ones are kept (about 4 MB).
@@ -49,7 +50,7 @@ _MAX_BYTES = len(MAGIC) + _MAX_TOTAL * 65
 
 def path(git_dir: Path) -> Path:
     """This user's cache file in the store ``git_dir``."""
-    return git_dir / "worklease" / f"verified-{os.getuid()}"
+    return layout.verified_cache(git_dir, os.getuid())
 
 
 def _read(git_dir: Path) -> bytes:

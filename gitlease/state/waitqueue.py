@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .._util.files import flocked, open_lock_file
 from ..errors import GitleaseError, StoreError
+from ..gitio import layout
 
 #: A ticket not touched for this long belongs to a stopped or hung waiter: passed over.
 STALE_SECONDS = 3.0
@@ -47,7 +48,7 @@ _MAGIC = "gitlease-waiter v1"
 
 def queue_dir(git_dir: Path) -> Path:
     """The waiters' directory of the store at ``git_dir``."""
-    return git_dir / "worklease" / "waiters"
+    return layout.waiters_dir(git_dir)
 
 
 class Ticket:

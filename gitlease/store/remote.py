@@ -36,6 +36,7 @@ from ..errors import (
     UsageError,
     WriteOutcomeUnknown,
 )
+from ..gitio import layout
 from ..gitio.gitread import Snapshot, git_env, with_settings
 from ..model.clock import Now
 from ..model.refname import PREFIX
@@ -115,7 +116,7 @@ class RemoteStore(Store):
         self.remote = remote
         self.remote_reason = reason
         self.shown = redact(remote)  # for messages
-        self.sightings = Sightings(self.git_dir / "worklease" / "sightings")
+        self.sightings = Sightings(layout.sightings(self.git_dir))
         #: The repository's own settings for reaching remotes (ssh command, credential
         #: helpers, http.*): git in the store would not see them otherwise.
         self.access = location.config.access if location.config is not None else ()
@@ -584,7 +585,7 @@ class RemoteStore(Store):
     @contextmanager
     def _mirror_lock(self) -> Iterator[None]:
         """One writer of the mirror at a time on this host (fetches and post-push updates)."""
-        path = self.git_dir / "worklease" / "mirror.lock"
+        path = layout.mirror_lock(self.git_dir)
 
         def busy() -> StoreError:
             return StoreError(f"{path} stayed locked: is a fetch hung?")
