@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import ROOT, run_cli
 
-SKILL = (ROOT / "gitlease" / "skill" / "SKILL.md").read_text(encoding="utf-8")
+SKILL = (ROOT / "gitlease" / "resources" / "SKILL.md").read_text(encoding="utf-8")
 
 
 def test_the_skill_says_how_to_tell_execs_exit_codes_from_gitleases() -> None:

@@ -227,7 +227,7 @@ def _escaped(text: str) -> str:
     the text may come in any pieces)."""
     if text.isascii() and "\x7f" not in text:
         return text
-    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _JSON_RAW.sub(_json_escape, text)
 
 
 def relative(claim: dict[str, Any]) -> str:
