@@ -64,6 +64,15 @@ NETWORK_TIMEOUT_SECONDS = float(os.environ.get("GITLEASE_REMOTE_TIMEOUT") or 60)
 #: much more (or what the claim still has, if more): the answer comes when the claim's
 #: time is known to be up, not a minute later.
 SETTLE_SECONDS = 2.0
+#: Every fetch of the remote's claims: quiet, nothing else fetched or run.
+_FETCH = (
+    "fetch",
+    "--quiet",
+    "--no-tags",
+    "--no-write-fetch-head",
+    "--no-recurse-submodules",
+    "--no-auto-maintenance",
+)
 _REFSPEC = f"+{PREFIX}*:{PREFIX}*"
 #: At most this many records of a chain are fetched one by one to settle a push (each is a
 #: round trip); a longer chain is left ambiguous.
@@ -159,12 +168,7 @@ class RemoteStore(Store):
         with self._mirror_lock():
             for attempt in range(5):
                 result = self._network(
-                    "fetch",
-                    "--quiet",
-                    "--no-tags",
-                    "--no-write-fetch-head",
-                    "--no-recurse-submodules",
-                    "--no-auto-maintenance",
+                    *_FETCH,
                     "--prune",
                     self.remote,
                     _REFSPEC,
@@ -524,16 +528,7 @@ class RemoteStore(Store):
 
     def _fetch_object(self, oid: str) -> bool:
         """Fetch one record by its id into the local objects (no ref moves): True if it came."""
-        result = self._network(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-recurse-submodules",
-            "--no-auto-maintenance",
-            self.remote,
-            oid,
-        )
+        result = self._network(*_FETCH, self.remote, oid)
         return result is not None and result.returncode == 0
 
     def _mirror_compare_and_swap(
