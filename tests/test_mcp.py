@@ -13,13 +13,12 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-from conftest import git, run_cli
+from conftest import git, run_cli, wait_for
 from mcp import ClientSession  # (the SDK: in the `test` extra, as in the `mcp` one)
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -122,19 +121,9 @@ def timeless(doc: Any) -> Any:
     return doc
 
 
-def wait_for(what: str, probe: Callable[[], Any]) -> Any:
-    """Poll ``probe`` until it answers something true (bounded by PATIENCE)."""
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def await_for(what: str, probe: Callable[[], Any]) -> Any:
-    return await anyio.to_thread.run_sync(wait_for, what, probe)
+    """conftest's ``wait_for`` in a worker thread (the event loop runs on meanwhile)."""
+    return await anyio.to_thread.run_sync(lambda: wait_for(probe, PATIENCE, what))
 
 
 def expected_tools() -> set[str]:
@@ -372,7 +361,7 @@ def test_an_agents_whole_loop(worktrees: tuple[Path, Path], tmp_path: Path):
         assert doc["claim_id"] == nxt["claim_id"]
         return doc["state"] == "expired"
 
-    wait_for("task/3 to expire", expired)
+    wait_for(expired, PATIENCE, "task/3 to expire")
     assert set(states) <= {"active", "expired"}, states
     (a / "late.txt").write_text("too late\n")
     git("add", "late.txt", cwd=a)
