@@ -76,6 +76,18 @@ def wall_clock_moved(seconds: int) -> dict[str, str]:
     return {"LD_PRELOAD": str(WALL_CLOCK_SHIM), "WALLCLOCK_OFFSET_SECONDS": str(seconds)}
 
 
+def clock_ahead(seconds: float, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: none) for a gitlease process whose boot clock, the one that judges
+    expiry and times sightings, reads ``seconds`` later than that environment's: what a
+    command will decide then, asked now. For a TTL that must have run out, instead of a sleep
+    that a loaded machine stretches; only what that process writes is stamped on the moved
+    clock. Through the test switch ``GITLEASE_TESTING_BOOT_OFFSET_MS`` (it adds to the one
+    ``env`` has, as host B's in tests/hosts.py)."""
+    env = dict(env or {})
+    offset = int(env.get("GITLEASE_TESTING_BOOT_OFFSET_MS", "0")) + round(seconds * 1000)
+    return {**env, **TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": str(offset)}
+
+
 def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, text=True, capture_output=True, check=check)
 
