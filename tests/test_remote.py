@@ -572,16 +572,20 @@ def test_a_heartbeat_in_a_silent_partition_answers_within_the_claims_time(tmp_pa
     with git_daemon(tmp_path, keep_pid=True) as url:
         daemon_pid = int((tmp_path / "git-daemon.pid").read_text())
         a = make_host(url + "/server.git", tmp_path / "host-a")
-        assert run_cli("acquire", "r/silent", "--ttl", "3s", cwd=a, env=slow).code == 0
+        assert run_cli("acquire", "r/silent", "--ttl", "60s", cwd=a, env=slow).code == 0
         os.kill(daemon_pid, signal.SIGSTOP)  # connections are accepted, nothing answers
         try:
-            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=slow, timeout=40)
+            # its clock 45 s on (clock_ahead): 15 s left of the claim, of which the command's
+            # start takes a few at load 30 (3 s were all gone before it looked, at times)
+            late = {**slow, **clock_ahead(45)}
+            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=late, timeout=40)
         finally:
             os.kill(daemon_pid, signal.SIGCONT)
         assert beat.code == 5, beat  # the push may yet land: AMBIGUOUS, and it says why
         message = beat.json["error"]["message"]
         assert "no answer within the time the claim had left" in message, message
-        assert run_cli("heartbeat", "r/silent", cwd=a, env=slow).code == 4  # healed: lost
+        ran_out = {**slow, **clock_ahead(61)}
+        assert run_cli("heartbeat", "r/silent", cwd=a, env=ran_out).code == 4  # healed: lost
 
 
 # A stand-in for ssh (GIT_SSH_VARIANT=ssh): it runs the remote command here, except that
