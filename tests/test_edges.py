@@ -20,7 +20,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo, store_git, store_path
+from conftest import clock_ahead, git, make_repo, store_git, store_path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 R = "edge/1"
@@ -650,16 +650,16 @@ def test_verify_reports_a_rollback_and_log_shows_the_hidden_live_claim(cli, work
 
 def test_verify_repair_waits_for_the_hidden_claim_then_continues_above_it(cli, worktrees) -> None:
     a, b = worktrees
-    again, _ = _rolled_back(cli, a, ttl="1s")
+    again, _ = _rolled_back(cli, a, ttl="1m")
     waited = cli("verify", "--repair", "--json", cwd=b)
     assert waited.code == 7 and "left alone until" in waited.json["problems"][0]["message"]
     assert cli("acquire", R, cwd=b).code == 7, "not while the hidden claim may be live"
-    time.sleep(1.2)
-    repaired = cli("verify", "--repair", "--json", cwd=b)
+    later = clock_ahead(61)  # the hidden claim's minute has run out (on a clock moved on)
+    repaired = cli("verify", "--repair", "--json", cwd=b, env=later)
     assert repaired.code == 0 and repaired.json["problems"][0]["repaired"], repaired
-    took = cli("acquire", R, "--json", cwd=b)
+    took = cli("acquire", R, "--json", cwd=b, env=later)
     assert took.code == 0 and took.json["revision"] == again["revision"] + 2, "never repeated"
-    assert cli("verify", cwd=b).code == 0
+    assert cli("verify", cwd=b, env=later).code == 0
     ids = [r["claim_id"] for r in cli("log", R, "--json", cwd=b).json["records"]]
     assert again["claim_id"] in ids, "the history carries on from what really came last"
 
