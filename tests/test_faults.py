@@ -188,9 +188,9 @@ def test_a_lock_dated_in_the_future_does_not_wedge_the_resource(cli, repo: Path)
     os.utime(lock, (later, later))
     report = cli("verify", "--json")
     assert report.code == 7 and "future" in report.json["problems"][0]["message"]
-    started = time.monotonic()
+    # at once: a lock dated in the future is stale (waited out, it would end AMBIGUOUS)
     assert cli("release", R).code == 0
-    assert time.monotonic() - started < 5 and not lock.exists()
+    assert not lock.exists()
 
 
 def test_a_damaged_packed_line_never_makes_a_held_claim_look_free(cli, repo: Path) -> None:
