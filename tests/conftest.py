@@ -16,9 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import hypothesis
 import pytest
 
 T = TypeVar("T")
+
+# Hypothesis times each example (a 200 ms deadline, a "too slow" health check): on a loaded
+# machine (CI's) both fail for nothing the code did. Counts of examples stay as each test says.
+hypothesis.settings.register_profile(
+    "gitlease", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("gitlease")
 
 _HOME = Path(tempfile.mkdtemp(prefix="gitlease-test-home-"))
 (_HOME / ".gitconfig").write_text(

@@ -652,8 +652,8 @@ def test_replace_file_checks_the_claim_at_the_remote(hosts) -> None:
     out = hosts.on_b("replace-file", str(target), "r/file", "--expect-absent", "--from", "-",
                      input="v1\n")  # fmt: skip
     assert out.code == 0 and target.read_text() == "v1\n", out
+    assert hosts.on_a("acquire", "r/file").code == 3  # (a look at the 5-minute record: held)
     assert hosts.on_b("heartbeat", "r/file", "--ttl", "2s").code == 0  # B's last: it lapses
-    assert hosts.on_a("acquire", "r/file").code == 3
     # B's claim expires on B's clock; A takes it after watching it a TTL
     taken_over(lambda: hosts.on_a("acquire", "r/file", "--ttl", "1m"))
     sha = hashlib.sha256(b"v1\n").hexdigest()
