@@ -22,7 +22,7 @@ import pytest
 from conftest import git
 
 from gitlease.agents import payloads
-from gitlease.agents.settings import SPECS
+from gitlease.agents.specs import SPECS
 
 PAYLOADS = Path(__file__).parent / "payloads"
 R = "agents/task-1"
