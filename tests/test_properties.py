@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from gitlease._util.text import printable
 from gitlease.errors import CorruptRecordError, UsageError
 from gitlease.model.clock import parse_duration_ms, parse_rfc3339
-from gitlease.model.record import check_text, parse_and_verify
+from gitlease.model.fields import check_text
+from gitlease.model.record import parse_and_verify
 from gitlease.model.refname import MAX_REF_CHARS, MAX_RESOURCE_BYTES, decode, encode
 from gitlease.receipts.reservation import check_explicit_location
 

@@ -25,7 +25,8 @@ from ..errors import CompareAndSwapFailed, GitleaseError, LostError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, holder_remaining_ms, judge
 from ..model.clock import Now, format_duration, rfc3339
-from ..model.record import RELEASED, Record, SigningKey, check_text
+from ..model.fields import check_text
+from ..model.record import RELEASED, Record, SigningKey
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state import keepers
