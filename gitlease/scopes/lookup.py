@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Container, Sequence
-from functools import lru_cache
 from pathlib import Path
 
 from .._util.text import printable
@@ -19,7 +18,8 @@ from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
 from ..store.local import Store
 from .index import Index, index_path, read_index, rebuild
-from .wildmatch import _literal_prefix, check_path, compile_pattern, is_repository_path
+from .syntax import prefix_of
+from .wildmatch import check_path, compile_pattern, is_repository_path
 
 #: The hooks whose commit is the index as staged: they check the paths it changes.
 SCOPE_HOOKS = ("pre-commit", "pre-merge-commit", "prepare-commit-msg", "pre-applypatch")
@@ -75,15 +75,10 @@ def _candidates(index: Index, path: str) -> set[str]:
     found = set()
     for entry in index.entries:
         for pattern in entry.paths:
-            if path.startswith(_prefix(pattern)) and _matches(pattern, path):
+            if path.startswith(prefix_of(pattern)) and _matches(pattern, path):
                 found.add(entry.ref)
                 break
     return found
-
-
-@lru_cache(maxsize=8192)
-def _prefix(pattern: str) -> str:
-    return _literal_prefix(pattern)
 
 
 def _matches(pattern: str, path: str) -> bool:
