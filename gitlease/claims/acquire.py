@@ -27,8 +27,8 @@ from ..scopes import index as scope_index
 from ..state import highwater
 from ..state.waitqueue import Line
 from ..store.local import Store
+from . import bookkeeping, ownership
 from . import interrupts as window
-from . import ownership
 from .engine import guards, release_claims, with_cas_retry, write_signed
 from .request import AcquireRequest
 from .waiting import Waiting, retry_until
@@ -96,7 +96,7 @@ def finish_acquire(
     bound = _binds(store, request)
     if bound:
         try:
-            ownership.bind_all(store, rec, written)
+            bookkeeping.bind_all(store, rec, written)
         except BaseException as exc:
             undo_acquire(store, rec, exc)
             undone = _undone(exc)
@@ -105,7 +105,7 @@ def finish_acquire(
             raise undone from exc
     if request.receipt is None:
         with suppress(Exception):  # (after the write: no bug in tidying may fail the acquire)
-            ownership.tidy(rec)
+            bookkeeping.tidy(rec)
     return bound
 
 
@@ -262,11 +262,11 @@ def _take(
         ClaimRef(r.resource, ref, r.claim_id, r.revision)
         for r, ref in zip(records, request.refs, strict=True)
     )
-    path = request.receipt or ownership.default_receipt_path(
+    path = request.receipt or bookkeeping.default_receipt_path(
         store, request.refs[0], records[0].claim_id, bundle_id
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
-    ownership.write_new(store, rec, held)
+    bookkeeping.write_new(store, rec, held)
     if scopes is not None:  # noted before the write: the index never misses a live scope
         scope_index.note(store, scopes, list(zip(request.refs, records, strict=True)), now)
     return _commit_acquire(store, rec, snaps, records, now), rec
@@ -332,7 +332,7 @@ def _commit_acquire(
         if landed == len(records):
             return [store.read(r.ref).oid or "" for r in rec.claims]
         if landed == 0:  # nothing written: the receipt proves nothing, and goes
-            ownership.discard(store, rec)
+            bookkeeping.discard(store, rec)
             window.cancel()
             raise exc
         raise AmbiguousError(

@@ -32,7 +32,7 @@ from ..receipts.receipt import ClaimRef, Receipt
 from ..state import keepers
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
-from . import ownership
+from . import bookkeeping, ownership
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -102,7 +102,7 @@ def renew_claims(
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
             written = _write(store, rec, plans, "heartbeat", now)
-            ownership.note_landed(store, written)  # (under the guards: no release between)
+            bookkeeping.note_landed(store, written)  # (under the guards: no release between)
             return written
 
     # From what this host last saw: its own writes are mirrored at once, and if the
@@ -189,8 +189,8 @@ def release_claims(
     }:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
-        ownership.retire(store, rec)
-    ownership.unbind_all(store, claim_refs)
+        bookkeeping.retire(store, rec)
+    bookkeeping.unbind_all(store, claim_refs)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
 
