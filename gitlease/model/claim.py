@@ -60,6 +60,17 @@ class Claim(Value):
         """Whether the record is a held claim that has not expired."""
         return self.state == "active"
 
+    @property
+    def coordination_only(self) -> bool:
+        """Whether the record says the durable mutation happens elsewhere (a remote API):
+        every output about such a claim says what that guarantees (:attr:`guarantee`)."""
+        return self.record is not None and self.record.mode == COORDINATION_ONLY
+
+    @property
+    def guarantee(self) -> str | None:
+        """What the claim's mode guarantees, in words (None without a record)."""
+        return GUARANTEES.get(self.record.mode) if self.record else None
+
     def to_dict(self) -> dict[str, Any]:
         """The claim as the JSON document every command prints (docs/reference/json.md)."""
         r = self.record
@@ -82,7 +93,7 @@ class Claim(Value):
             "checkpoint": r.checkpoint if r else None,
             "paths": list(r.paths) if r and r.paths is not None else None,
             "oid": self.oid,
-            "guarantee": GUARANTEES.get(r.mode) if r else None,
+            "guarantee": self.guarantee,
             "bound": self.bound,
             "keepalive": self.keepalive.to_dict() if self.keepalive is not None else None,
         }

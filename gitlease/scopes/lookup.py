@@ -100,35 +100,6 @@ def _pattern_for(claim: Claim, path: str) -> str | None:
     return None
 
 
-def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
-    """``gitlease who --json``: ``{"paths": [{"path": ..., "claims": [claim, ...]}]}``."""
-    return {
-        "paths": [
-            {"path": path, "claims": [c.to_dict() for c in claims]}
-            for path, claims in covering(store, paths)
-        ]
-    }
-
-
-def who_text(doc: dict[str, object]) -> str:
-    """``gitlease who`` for people: one line a path and claim."""
-    lines = []
-    entries = doc["paths"]
-    assert isinstance(entries, list)
-    for item in entries:
-        path = printable(item["path"])
-        if not item["claims"]:
-            lines.append(f"{path}  (no live claim's scope covers it)")
-        for c in item["claims"]:
-            left = format_duration(int((c.get("expires_in") or 0) * 1000))
-            lines.append(
-                f"{path}  {printable(c['resource'])}  {c['claim_id']}  "
-                f"{printable(c['owner'] or '')}  expires in {left}  "
-                f"[{' '.join(printable(p) for p in c['paths'] or ())}]"
-            )
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------ the commit check
 
 
