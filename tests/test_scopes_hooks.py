@@ -3,6 +3,9 @@ installed with ``gitlease hooks install``, from two worktrees of one repository.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import git
@@ -159,3 +162,28 @@ def test_clones_sharing_a_store_check_each_others_scopes(cli, tmp_path: Path) ->
     _stage(b, "web/page.html", "b\n")
     ok, err = _commit(b)
     assert ok, err
+
+
+def test_one_commit_check_locates_the_store_once(cli, worktrees, tmp_path: Path) -> None:
+    """Locating the store costs a ``git config`` call: the claim check and the scope check of
+    one commit share the store the claim check opened (a bound worktree), and the scope
+    check locates it once for both of its looks (an unbound one)."""
+    a, b = worktrees
+    assert cli("acquire", "auth", "--paths", "src/auth/**", cwd=a).code == 0
+    for worktree, code in ((a, 0), (b, 1)):
+        _stage(worktree, "src/auth/x.py", "x\n")
+        trace = tmp_path / f"trace-{worktree.name}"
+        result = subprocess.run(
+            [sys.executable, "-m", "gitlease.hookcheck", "pre-commit"],
+            cwd=worktree,
+            env={**os.environ, "GIT_TRACE": str(trace)},
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == code, result.stderr
+        located = [
+            line
+            for line in trace.read_text().splitlines()
+            if "built-in: git config" in line and "--show-scope" in line
+        ]
+        assert len(located) == 1, (worktree.name, located)

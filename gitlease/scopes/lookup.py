@@ -14,6 +14,7 @@ from collections.abc import Container, Sequence
 from pathlib import Path
 
 from .._util.text import printable
+from ..gitio.gitdirs import worktree_of
 from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
 from ..store.local import Store
@@ -103,69 +104,56 @@ def _pattern_for(claim: Claim, path: str) -> str | None:
 # ------------------------------------------------------------------ the commit check
 
 
-_STORES: dict[Path, Path] = {}
+def _store_dir(git_dir: Path, store: Store | None) -> Path:
+    """The store's git dir: ``store``'s, when the caller opened it (the commit check did, to
+    judge the bindings), else the one the worktree whose git dir is ``git_dir`` uses (one
+    ``git config`` call)."""
+    if store is not None:
+        return store.git_dir
+    from ..store.location import locate
+
+    worktree = worktree_of(git_dir)
+    return locate(cwd=worktree if worktree is not None else git_dir).git_dir
 
 
-def remember_store(git_dir: Path, store_dir: Path) -> None:
-    """Note the store of the worktree whose git dir is ``git_dir``, found by a caller that
-    located it already (the commit check): locating it costs a ``git config`` call."""
-    _STORES[git_dir] = store_dir
+def _open(store_dir: Path, git_dir: Path, store: Store | None) -> Store:
+    """``store``, or the store at ``store_dir`` opened for reading (never created)."""
+    from ..store.location import Location
+
+    return store or Store(Location(store_dir, "the commit check", git_dir, None))
 
 
-def _store_of(git_dir: Path) -> Path:
-    """The store's git dir for the worktree whose git dir is ``git_dir`` (one ``git config``
-    call, once per process)."""
-    found = _STORES.get(git_dir)
-    if found is None:
-        from ..gitio.gitdirs import _worktree_of
-        from ..store.location import locate
-
-        worktree = _worktree_of(git_dir)
-        found = locate(cwd=worktree if worktree is not None else git_dir).git_dir
-        _STORES[git_dir] = found
-    return found
-
-
-def scoped_index(git_dir: Path) -> Index | None:
-    """The scope index of this worktree's store, or None when no claim there has scopes (no
-    index yet, or an empty one): then a commit needs no list of its changed paths."""
-    store_dir = _store_of(git_dir)
-    index = _index_of(store_dir, git_dir)
-    if index is None or not index.entries:
-        return None
-    return index
-
-
-def _index_of(store_dir: Path, git_dir: Path) -> Index | None:
+def _index_of(store_dir: Path, git_dir: Path, store: Store | None) -> Index | None:
     """The store's index; None if it has none (no claim there ever had scopes). One that
     exists but cannot be read (not as gitlease writes it) is made afresh from every record,
     in memory: slower, never blind."""
-    from ..store.location import Location
-
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
-        index = rebuild(Store(Location(store_dir, "the commit check", git_dir, None)))
+        index = rebuild(_open(store_dir, git_dir, store))
     return index
 
 
-def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
+def foreign_scope_problems(
+    git_dir: Path, paths: list[str], store: Store | None = None
+) -> list[str]:
     """Why changing ``paths`` (relative to the worktree's top) from the worktree whose git
     dir is ``git_dir`` must be refused: each path inside a live scope of a claim this
     worktree is not bound to, naming the claim and its holder (empty: no such path).
+    ``store``: that worktree's store, if the caller opened it already (else it is located
+    here, at the cost of a ``git config`` call).
 
     The commit hooks call it with the paths a commit changes; the harness's pre-edit hooks
     with the file about to be edited. A store that cannot be read is a problem (fail closed).
     """
     from ..errors import GitleaseError
     from ..receipts import bindings as bindings_mod
-    from ..store.location import Location
 
     try:
-        store_dir = _store_of(git_dir)
-        index = _index_of(store_dir, git_dir)
+        store_dir = _store_dir(git_dir, store)
+        index = _index_of(store_dir, git_dir, store)
         if index is None or not index.entries or not paths:
             return []
-        store = Store(Location(store_dir, "the commit check", git_dir, None))
+        store = _open(store_dir, git_dir, store)
         out = []
         # (no scope covers a path that cannot be a file of the repository; a control
         # character in a file's name is git's to allow, and a pattern still covers it)
@@ -221,13 +209,19 @@ def staged_changes(cwd: Path | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def commit_problems(hook: str, git_dir: Path, cwd: Path | None = None) -> list[str]:
-    """The commit hook's scope check: nothing to do (no git call) when no claim has scopes."""
+def commit_problems(
+    hook: str, git_dir: Path, cwd: Path | None = None, store: Store | None = None
+) -> list[str]:
+    """The commit hook's scope check: nothing to do (no git call) when no claim has scopes.
+    ``store``: the worktree's store, if the claim check opened it already."""
     if hook not in SCOPE_HOOKS:
         return []
     try:
-        if scoped_index(git_dir) is None:
-            return []
+        store_dir = _store_dir(git_dir, store)
+        index = _index_of(store_dir, git_dir, store)
+        if index is None or not index.entries:
+            return []  # (no claim has scopes: no list of the changed paths is needed)
+        store = _open(store_dir, git_dir, store)  # (located once, for the check below too)
     except Exception as exc:  # fail closed
         return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
-    return foreign_scope_problems(git_dir, staged_changes(cwd))
+    return foreign_scope_problems(git_dir, staged_changes(cwd), store)
