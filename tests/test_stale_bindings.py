@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from conftest import git, run_cli
 
@@ -67,3 +68,30 @@ def test_a_lapsed_binding_nobody_took_is_kept_and_announced(
     assert "stale" in run_cli("list", cwd=a).out
     assert run_cli("unbind", "unit/1", cwd=a).code == 0
     assert _commit(a, "three").returncode == 0
+
+
+def test_list_reads_the_store_once_however_many_bindings_are_stale(
+    worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``list`` judged each binding of this worktree by a read of its own (git processes a
+    binding, on every list): the claims it lists are what it judges them by."""
+    a, b = worktrees
+    for n in (1, 2, 3):
+        assert run_cli("acquire", f"unit/{n}", "--ttl", "1s", cwd=a).code == 0
+    for n in (1, 2, 3):
+        _until_expired(f"unit/{n}", a)
+
+    def listed(cwd: Path, *args: str) -> tuple[Any, int]:
+        trace = tmp_path / "trace"
+        trace.unlink(missing_ok=True)
+        got = run_cli("list", "--json", *args, cwd=cwd, env={"GIT_TRACE": str(trace)})
+        assert got.code == 0, got
+        return got.json, sum("built-in: git " in line for line in trace.read_text().splitlines())
+
+    doc, bound = listed(a)
+    assert sorted(s["resource"] for s in doc["stale_bindings"]) == ["unit/1", "unit/2", "unit/3"]
+    _, unbound = listed(b)  # the same store, from a worktree bound to nothing
+    assert bound == unbound
+    # a binding the listing leaves out (another prefix) is still judged
+    doc, _ = listed(a, "--prefix", "unit/1")
+    assert sorted(s["resource"] for s in doc["stale_bindings"]) == ["unit/1", "unit/2", "unit/3"]

@@ -12,6 +12,7 @@ record cannot be read (verify says why).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -73,25 +74,36 @@ def _judge(binding: Binding, claim: Claim) -> tuple[str, bool] | None:
     return f"the claim lapsed and was replaced by claim {record.claim_id} ({owner})", True
 
 
-def review(store: Store, *, keep: set[str] | None = None, drop: bool = True) -> list[Stale]:
+def review(
+    store: Store,
+    *,
+    keep: set[str] | None = None,
+    drop: bool = True,
+    claims: Iterable[Claim] = (),
+) -> list[Stale]:
     """This worktree's stale bindings (not those of ``keep``, refs just bound); with
-    ``drop``, those lapsed and replaced by someone else's claim are removed. Best effort:
-    a store that cannot be read reports nothing."""
+    ``drop``, those lapsed and replaced by someone else's claim are removed. ``claims``:
+    the store's claims as the caller just read them (``list``'s), which the bindings are
+    judged by; a binding's ref not among them is read. Best effort: a store that cannot be
+    read reports nothing."""
     wt = store.location.worktree_git_dir
     if wt is None:
         return []
     found: list[Stale] = []
     now = Now.read()
+    read = {c.ref: c for c in claims}
     for binding in bindings(wt):
         if isinstance(binding, Path):
             found.append(Stale("?", "", "?", "", f"the binding {binding} is unreadable", False))
             continue
         if keep and binding.ref in keep:
             continue
-        try:
-            claim = judge(store.read(binding.ref), now, binding.resource)
-        except GitleaseError:
-            continue
+        claim = read.get(binding.ref)
+        if claim is None or claim.resource != binding.resource:
+            try:
+                claim = judge(store.read(binding.ref), now, binding.resource)
+            except GitleaseError:
+                continue
         verdict = _judge(binding, claim)
         if verdict is None:
             continue

@@ -295,7 +295,7 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..api.reads import list_claims, list_document
+    from ..api.reads import claims_document, list_claims
     from ..api.stale import review
 
     if watch:
@@ -308,18 +308,19 @@ def list_(
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
     store = open_store(opts)
-    stale = [s.to_dict() for s in review(store, drop=False)]
+    claims = list_claims(store, state=state, prefix=prefix)
+    # the bindings are judged by the claims just read (the store is read once)
+    stale = [s.to_dict() for s in review(store, drop=False, claims=claims)]
     if opts.json and not stale:  # streamed: the text of 100,000 claims is never held whole
         from ..api.output import gc_paused
 
-        claims = list_claims(store, state=state, prefix=prefix)
         try:
             with gc_paused():
                 output.print_claims_json(c.to_dict() for c in claims)
         except OSError as exc:
             raise OutputFailed(exc) from None
         return None
-    doc = list_document(store, state=state, prefix=prefix)
+    doc = claims_document(claims)
     text = None
     if not opts.json:
         text = output.claim_table(doc["claims"])
