@@ -1,6 +1,6 @@
 """Path scopes on claims: the record's ``paths`` line, acquire refusing overlapping scopes
-(every form, racing processes too), ``who``, and the remote-store refusal
-(docs/howto/path-scopes.md)."""
+(every form, racing processes too), and ``who`` (docs/howto/path-scopes.md); through a git
+remote: tests/test_scopes_remote.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git, run_cli, store_git
-from hosts import make_host, make_server
+from conftest import run_cli, store_git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -150,7 +149,7 @@ def test_an_expired_scoped_claim_holds_no_scope(cli, repo) -> None:
     got = cli("acquire", "short", "--ttl", "1s", "--paths", "x/**", "--json")
     assert got.code == 0
     store = open_store(cwd=repo)
-    while index.conflicts(store, index.current(store), ["x/y"], [], _now()):  # (an event)
+    while index.conflicts(store, index.current(store), ["x/y"], [], _now())[0]:  # (an event)
         pass
     assert cli("acquire", "next", "--paths", "x/y").code == 0
 
@@ -242,19 +241,6 @@ def test_racing_acquires_with_disjoint_scopes_all_win(repo: Path) -> None:
     jobs = [(f"d/{i}", [f"pkg{i}/**", f"docs/{i}.md"]) for i in range(5)]
     codes = _race(repo, jobs)
     assert all(c == 0 for c, _ in codes.values()), codes
-
-
-# ------------------------------------------------------------------ remote stores
-
-
-def test_paths_on_a_remote_store_are_refused_as_usage(tmp_path: Path) -> None:
-    server = make_server(tmp_path)
-    host = make_host(server.as_uri(), tmp_path / "host")
-    got = run_cli("acquire", "r", "--paths", "src/**", "--json", cwd=host)
-    assert got.code == 2, got
-    assert "git remote" in got.json["error"]["message"]
-    assert git("for-each-ref", "refs/worklease/", cwd=server).stdout == ""
-    assert run_cli("acquire", "r", "--json", cwd=host).code == 0  # without scopes: as ever
 
 
 _SAMPLE: list[bytes] = []
