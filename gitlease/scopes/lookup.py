@@ -10,7 +10,7 @@ whose patterns cover a path; only their refs are read.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -108,7 +108,7 @@ def stored_index(store: Store) -> Index:
     """Every scope index the store holds, to look with: its file and, in a remote store's
     mirror, its index ref (entries of both, if a store has both). One that cannot be read
     is made afresh from every record, in memory; none at all, an empty index."""
-    return _index_of(store.git_dir, store) or Index([], 0)
+    return _index_of(store.git_dir, lambda: store) or Index([], 0)
 
 
 def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
@@ -174,7 +174,7 @@ def scoped_index(git_dir: Path) -> Index | None:
     """The scope index of this worktree's store, or None when no claim there has scopes (no
     index yet, or an empty one): then a commit needs no list of its changed paths."""
     store_dir = _store_of(git_dir)
-    index = _index_of(store_dir, _plain_store(store_dir, git_dir))
+    index = _index_of(store_dir, lambda: _plain_store(store_dir, git_dir))
     if index is None or not index.entries:
         return None
     return index
@@ -188,19 +188,20 @@ def _plain_store(store_dir: Path, git_dir: Path) -> Store:
     return Store(Location(store_dir, "the commit check", git_dir, None))
 
 
-def _index_of(store_dir: Path, store: Store) -> Index | None:
+def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:
     """The store's index file, and its index ref when it is a remote store's mirror (one
     fetch brings the ref with the claims); None if it has neither (no claim there ever had
     scopes). One that exists but cannot be read (not as gitlease writes it) is made afresh
-    from every record, in memory: slower, never blind."""
+    from every record, in memory: slower, never blind. ``store``: makes the store to read
+    the ref and the records with, when they are needed."""
     from ..gitio.gitread import has_ref
 
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
-        index = rebuild(store)
+        index = rebuild(store())
     if not has_ref(store_dir, SCOPES_INDEX_REF):
         return index
-    mirror = read_mirrored(store)
+    mirror = read_mirrored(store())
     if index is None:
         return mirror
     return mirror.replace(entries=[*index.entries, *mirror.entries])
@@ -223,11 +224,11 @@ def foreign_scope_problems(
 
     try:
         store_dir = _store_of(git_dir)
-        store = _plain_store(store_dir, git_dir)
         if index is None:
-            index = _index_of(store_dir, store)
+            index = _index_of(store_dir, lambda: _plain_store(store_dir, git_dir))
         if index is None or not index.entries or not paths:
             return []
+        store = _plain_store(store_dir, git_dir)
         out = []
         # (no scope covers a path that cannot be a file of the repository; a control
         # character in a file's name is git's to allow, and a pattern still covers it)
