@@ -1,5 +1,5 @@
 """Path scopes on a store coordinated through a git remote (docs/reference/path-scopes.md,
-remote stores): the scope index is the ref ``refs/worklease/=scopes``, replaced by each
+remote stores): the scope index is the ref ``refs/worklease/@scopes``, replaced by each
 scoped acquire in the same atomic push as its claim, leased at the id it was read at.
 
 Real processes on "hosts" (clones of one bare repository over ``file://``, each with its

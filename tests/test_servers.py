@@ -274,6 +274,50 @@ def test_race_over_several_clones_has_one_winner_per_round(remote: Remote) -> No
         assert [r["revision"] for r in history] == revisions, (resource, history)
 
 
+def _scoped_round(clones: list[Host], name: str, patterns: list[str]) -> dict[str, tuple]:
+    """One process a pattern, dealt round-robin to ``clones``, each acquiring a resource of
+    its own with that scope, started together: resource -> (exit code, JSON answer)."""
+    procs = {}
+    for i, pattern in enumerate(patterns):
+        clone = clones[i % len(clones)]
+        resource = f"{name}/{i}"
+        procs[resource] = subprocess.Popen(
+            [sys.executable, "-m", "gitlease", "acquire", resource, "--paths", pattern,
+             "--no-bind", "--json"],
+            cwd=clone.path, env={**os.environ, **clone.env}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    out = {}
+    for resource, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=180)
+        out[resource] = (proc.returncode, json.loads(stdout) if stdout else stderr)
+    return out
+
+
+def test_scoped_races_over_several_clones_have_one_winner_per_round(remote: Remote) -> None:
+    """Path scopes through the server: overlapping scopes on other resources, racing from
+    four clones of three hosts, one winner (every loser HELD naming it); then disjoint
+    scopes, every one granted. The scope index (refs/worklease/@scopes) is accepted by the
+    server's rules like the claims (docs/reference/path-scopes.md, remote stores)."""
+    clones = [remote.host(0), remote.host(0, 1), remote.host(1), remote.host(2)]
+    overlapping = ["src/**", "src/auth/*", "**/login.py", "src/auth/login.py", "src/"]
+    for round_ in range(2):
+        got = _scoped_round(clones, f"scoped{round_}", overlapping)
+        codes = sorted(code for code, _ in got.values())
+        assert codes == [0] + [3] * (len(overlapping) - 1), got
+        winner = next(doc for code, doc in got.values() if code == 0)
+        for code, doc in got.values():
+            if code == 3:
+                assert doc["error"]["claim"]["claim_id"] == winner["claim_id"], doc
+        owner = next(c for c in clones if winner["receipt"].startswith(f"{c.path}/"))
+        released = owner.run("release", winner["resource"], "--receipt", winner["receipt"])
+        assert released.code == 0, released
+    disjoint = [f"pkg{i}/**" for i in range(4)]
+    got = _scoped_round(clones, "disjoint", disjoint)
+    assert all(code == 0 for code, _ in got.values()), got
+    assert "refs/worklease/@scopes" in remote.refs()
+
+
 def test_takeover_after_expiry_waits_a_ttl_seen_from_the_taker(remote: Remote) -> None:
     a, b = remote.host(0), remote.host(1)
     assert a.run("acquire", "r/dead", "--ttl", "1s").code == 0

@@ -7,7 +7,7 @@ claim, naming its ref, claim id, resource and patterns):
   the store-wide scope guard (``<store>/worklease/scopes/guard``, an ``flock``) *before*
   the claim's compare-and-swap;
 * in a store coordinated through a git remote, the ref
-  :data:`~gitlease.model.refname.SCOPES_INDEX_REF` (``refs/worklease/=scopes``), whose new
+  :data:`~gitlease.model.refname.SCOPES_INDEX_REF` (``refs/worklease/@scopes``), whose new
   value rides on the claim's own atomic push, leased at the object id it was read at
   (:func:`note` gives the update, :func:`gitlease.claims.engine.write_signed` carries it):
   the claim and its entry land together or not at all, and of two acquires that read the
