@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, store_git, store_path
-from test_retention import _counting_git
+from gitcalls import counting_git
 
 R = "review/1"
 REF = "refs/worklease/review/1.lease"
@@ -234,7 +234,7 @@ def test_a_bundle_members_check_spawns_no_more_git_processes_as_others_take_a_me
     receipt = tmp_path / "bundle.json"
     assert cli("bundle", "acquire", R, "review/2", "--receipt", str(receipt)).code == 0
     assert cli("release", "review/2", "--receipt", str(receipt)).code == 0
-    env, calls = _counting_git(tmp_path)
+    env, calls = counting_git(tmp_path)
 
     def check_calls() -> int:
         calls.write_text("")

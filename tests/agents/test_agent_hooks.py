@@ -1,7 +1,7 @@
 """The agent harnesses' hooks: an edit the claim no longer covers is denied before it is made.
 
 Real repositories and worktrees, real claims through the CLI, the harnesses' published
-payloads (tests/payloads/, with their sources) piped into the command that
+payloads (tests/support/payloads/, with their sources) piped into the command that
 ``gitlease agents install`` wrote into the harness's settings, run through ``sh -c`` from
 the worktree, as the harnesses run a command hook.
 """
@@ -19,12 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import SUPPORT, git
 
 from gitlease.agents import payloads
 from gitlease.agents.settings import SPECS
 
-PAYLOADS = Path(__file__).parent / "payloads"
+PAYLOADS = SUPPORT / "payloads"
 R = "agents/task-1"
 EDITS = {
     "claude-code": [

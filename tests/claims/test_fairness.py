@@ -21,6 +21,7 @@ from pathlib import Path
 
 import history
 import pytest
+from waitline import waiters_dir
 
 CTX = multiprocessing.get_context("fork")
 R = "hot/1"
@@ -35,10 +36,6 @@ def store_dir(repo: Path) -> Path:
     from conftest import store_path
 
     return store_path(repo)
-
-
-def waiters_dir(repo: Path) -> Path:
-    return store_dir(repo) / "worklease" / "waiters"
 
 
 def tickets(repo: Path) -> list[str]:

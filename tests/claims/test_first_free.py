@@ -206,7 +206,7 @@ def test_wait_shows_a_live_status_line_on_a_terminal(cli, repo: Path) -> None:
 
 
 def _wait_for_waiters(repo: Path, count: int) -> None:
-    from test_fairness import waiters_dir
+    from waitline import waiters_dir
 
     directory = waiters_dir(repo)
     for _ in range(600):

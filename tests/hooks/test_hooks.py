@@ -11,19 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from commits import commit
 from conftest import git, store_git, store_path
 
 R = "github/acme/api/7"
-
-
-def commit(worktree: Path, *extra: str, name: str = "change") -> tuple[bool, str]:
-    path = worktree / f"{name}.txt"
-    path.write_text(f"{time.time_ns()}\n")
-    git("add", path.name, cwd=worktree)
-    result = git("commit", "-qm", f"edit {name}", *extra, cwd=worktree, check=False)
-    if result.returncode != 0:
-        git("reset", "-q", cwd=worktree)
-    return result.returncode == 0, result.stderr
 
 
 def test_bound_worktree_lifecycle(cli, worktrees) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import NEEDS_SHIM, git, make_repo, run_cli, store_git, store_path, wall_clock_moved
+from gitcalls import counting_git
 
 import gitlease
 from gitlease._util import files as _files
@@ -394,19 +394,6 @@ def test_registry_entries_of_ended_keepalives_and_stale_sightings_go(store, repo
 # ------------------------------------------------------------------ reads that stay cheap
 
 
-def _counting_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """A ``git`` first on PATH that counts its calls, then runs the real one."""
-    real = shutil.which("git")
-    assert real
-    bindir = tmp_path / "counting-bin"
-    bindir.mkdir(exist_ok=True)
-    calls = tmp_path / "git-calls"
-    wrapper = bindir / "git"
-    wrapper.write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real}" "$@"\n')
-    wrapper.chmod(0o755)
-    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}, calls
-
-
 def _calls(command: list[str], repo: Path, env: dict[str, str], calls: Path) -> int:
     calls.write_text("")
     out = run_cli(*command, cwd=repo, env=env)
@@ -415,7 +402,7 @@ def _calls(command: list[str], repo: Path, env: dict[str, str], calls: Path) -> 
 
 
 def test_log_and_verify_spawn_a_bounded_number_of_git_processes(store, repo, tmp_path) -> None:
-    env, calls = _counting_git(tmp_path)
+    env, calls = counting_git(tmp_path)
     _cycle(store, "short/1")
     _cycle(store, R)
     log_short = _calls(["log", R], repo, env, calls)

@@ -516,13 +516,14 @@ def test_doctest_compares_what_it_runs(tmp_path: Path) -> None:
 def test_every_test_the_reliability_page_names_exists_in_its_file() -> None:
     text = (DOCS / "reliability.md").read_text(encoding="utf-8")
     defined: dict[str, set[str]] = {}
-    for path in (ROOT / "tests").glob("test_*.py"):
+    for path in (ROOT / "tests").rglob("test_*.py"):
         names = re.findall(r"^(?:async )?def (test_\w+)", path.read_text(encoding="utf-8"), re.M)
-        defined[path.name] = set(names)
+        # by its path and by its name alone (unique: pytest imports test files by name)
+        defined[path.relative_to(ROOT).as_posix()] = defined[path.name] = set(names)
     anywhere = set().union(*defined.values())
-    for file in re.findall(r"`tests/(test_\w+\.py)", text):
-        assert file in defined, f"reliability.md names tests/{file}, which does not exist"
-    qualified = re.findall(r"`(test_\w+\.py)::(test_\w+)", text)
+    for cited in re.findall(r"`(tests/[\w./-]*\w)", text):
+        assert (ROOT / cited).exists(), f"reliability.md names {cited}, which does not exist"
+    qualified = re.findall(r"`((?:tests/(?:\w+/)*)?test_\w+\.py)::(test_\w+)", text)
     assert len(qualified) > 20
     for file, name in qualified:
         assert name in defined.get(file, ()), f"reliability.md: {file} has no {name}"

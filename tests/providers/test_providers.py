@@ -539,5 +539,6 @@ def test_import_is_cheap_and_builtins_skip_entry_points() -> None:
         assert not heavy, heavy
         """
     )
-    root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, "-S", "-c", code], cwd=root, check=True)
+    from conftest import ROOT
+
+    subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, check=True)

@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from commits import commit
 from conftest import git, make_repo, run_cli
-from test_hooks import commit
-from test_races import race
+from racing import race
 
 R = "github/acme/shop/12"
 

@@ -22,7 +22,7 @@ import harness
 import pytest
 from conftest import BREAK_CAS, NEEDS_SHIM, TESTING, git, run_cli, wall_clock_moved
 from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
-from test_races import race
+from racing import race
 
 
 @pytest.fixture(params=["file", "daemon"])

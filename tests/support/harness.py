@@ -17,7 +17,7 @@ The unfenced control sink (written after a plain ``check``) is judged by the
 same rule as 4 and its violations are reported, not failed on: they are the
 lost updates that fencing prevents.
 
-Used by ``tests/test_history.py`` (bounded) and ``scripts/soak`` (as long as you like).
+Used by ``tests/system/test_history.py`` (bounded) and ``scripts/soak`` (as long as you like).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hosts in network namespaces, for the multi-host tests (tests/test_netns.py).
+"""Hosts in network namespaces, for the multi-host tests (tests/system/test_netns.py).
 
 Where the machine allows it (root, ``ip netns add`` works), each host is a network
 namespace of its own: the server's namespace runs a real ``git daemon``, and each

@@ -11,22 +11,22 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, SUPPORT
 from history import assert_no_two_holders
 
 from gitlease.api.lease import acquire
 from gitlease.api.reads import log
 from gitlease.store.location import open_store
 
-HERE = Path(__file__).parent
 TTL_S = 1.0
 RESOURCES = ["chaos/a", "chaos/b", "chaos/c"]
 
 
 def _spawn(repo: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(HERE / "chaos_worker.py"), *RESOURCES],
+        [sys.executable, str(SUPPORT / "chaos_worker.py"), *RESOURCES],
         cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import harness
 import pytest
-from conftest import BREAK_CAS, store_git
+from conftest import BREAK_CAS, ROOT, store_git
 
 SECONDS = 45
 
@@ -74,9 +74,8 @@ def test_the_control_sink_loses_an_update_that_fencing_prevents(repo: Path, tmp_
 
 
 def test_soak_script_prints_its_figures(repo: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
-        [sys.executable, str(root / "scripts" / "soak"), "--seconds", "6", "--repo", str(repo)],
+        [sys.executable, str(ROOT / "scripts" / "soak"), "--seconds", "6", "--repo", str(repo)],
         capture_output=True,
         text=True,
         timeout=120,

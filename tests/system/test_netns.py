@@ -1,5 +1,5 @@
 """Several hosts on a network: a git daemon in one network namespace, clients in others
-(tests/netns.py; on 127.0.0.1 through forwarders where namespaces cannot be made here).
+(tests/support/netns.py; on 127.0.0.1 through forwarders where namespaces cannot be made here).
 
 Each client is a host of its own: its own namespace, clone, store and (for all but the
 first) boot id and boot clock. What is checked is docs/remote.md's promise across hosts:

@@ -1,6 +1,6 @@
 """The remote mode against real git servers on 127.0.0.1: ssh, smart HTTP, gitolite3.
 
-The servers (``tests/servers.py``) are started once per module; every test gets
+The servers (``tests/support/servers.py``) are started once per module; every test gets
 a repository of its own on them, and clones ("hosts") with environments of
 their own. The same tests run on each transport; then what is particular to
 one of them: HTTP's replayed POST and its authentication, gitolite's rules,
