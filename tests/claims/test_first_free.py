@@ -195,12 +195,12 @@ def test_wait_takes_whichever_candidate_frees_first(cli, repo: Path) -> None:
 
 
 def test_wait_shows_a_live_status_line_on_a_terminal(cli, repo: Path) -> None:
-    from test_cli_more import _tty_run_while_waiting
+    from terminal import tty_run_while_waiting
 
     hold(cli, "l/1", ttl="5m", owner="agent-b")  # held while it waits, then lapses
     hold(cli, "l/2", ttl="1h")
-    out = _tty_run_while_waiting(["acquire", "--first-free", "l/1", "l/2", "--wait", "60s"],
-                                 repo, {"l/1": receipt_of("l/1")})  # fmt: skip
+    out = tty_run_while_waiting(["acquire", "--first-free", "l/1", "l/2", "--wait", "60s"],
+                                repo, {"l/1": receipt_of("l/1")})  # fmt: skip
     assert "waiting for any of 2 candidates" in out and "agent-b" in out
     assert "acquired l/1" in out
 

@@ -80,7 +80,7 @@ _VALID = {
 def forged_records(draw, resource: str = "p/0") -> bytes:
     """Validly self-signed records whose values are anything, as anyone with write access to
     the repository could make them; or plain bytes."""
-    from test_edges import forge
+    from forged import forge
 
     kind = draw(st.sampled_from(["bytes", "valid", "valid", "nasty", "nasty", "nasty"]))
     if kind == "bytes":
