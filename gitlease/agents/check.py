@@ -55,7 +55,7 @@ def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> lis
 
     opened: list[Store] = []  # (the store the claim check opens, for the scope check too)
     own = hookcheck.worktree_problems(git_dir, top, opened=opened)
-    return [*own, *foreign_scope_problems(git_dir, paths, opened[0] if opened else None)]
+    return [*own, *foreign_scope_problems(git_dir, paths, store=opened[0] if opened else None)]
 
 
 def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:

@@ -11,13 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..scopes.lookup import covering
+from ..scopes.wildmatch import check_path
 from ..store.local import Store
 
 __all__ = ["covering", "who"]
 
 
 def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
-    """``gitlease who --json``: ``{"paths": [{"path": ..., "claims": [claim, ...]}]}``."""
+    """``gitlease who --json``: ``{"paths": [{"path": ..., "claims": [claim, ...]}]}`` (a
+    remote store's claims on a fresh fetch)."""
+    for path in paths:
+        check_path(path)  # (USAGE before the network)
+    store.refresh()
     return {
         "paths": [
             {"path": path, "claims": [c.to_dict() for c in claims]}

@@ -10,15 +10,16 @@ whose patterns cover a path; only their refs are read.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 from .._util.text import printable
 from ..gitio.gitdirs import worktree_of
 from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
+from ..model.refname import SCOPES_INDEX_REF
 from ..store.local import Store
-from .index import Index, index_path, read_index, rebuild
+from .index import Index, index_path, read_index, read_mirrored, rebuild, sighted
 from .syntax import prefix_of
 from .wildmatch import check_path, compile_pattern, is_repository_path
 
@@ -35,17 +36,15 @@ def covering(
     check: bool = True,
 ) -> list[tuple[str, list[Claim]]]:
     """For each path (relative to the repository's top; USAGE if not a valid one), the live
-    claims whose scopes cover it, by resource. ``index``: the store's, if already read (a
-    missing one is made from every record, in memory). ``known``: object ids of records
-    known to be good (this worktree's own last writes: no signature to check). ``check``:
-    refuse a path with a control character too (a person's input; git allows them)."""
+    claims whose scopes cover it, by resource. ``index``: the store's, if already read
+    (:func:`stored_index`). ``known``: object ids of records known to be good (this
+    worktree's own last writes: no signature to check). ``check``: refuse a path with a
+    control character too (a person's input; git allows them)."""
     if check:
         for path in paths:
             check_path(path)
     if index is None:
-        index = read_index(store.git_dir)
-        if index is None:
-            index = rebuild(store)
+        index = stored_index(store)
     hits = [_candidates(index, path) for path in paths]
     refs = sorted({e for found in hits for e in found})
     now = Now.read()
@@ -54,7 +53,7 @@ def covering(
         # (one process a ref for a few, which is what a commit in one's own scope reads;
         # two processes for any number)
         snaps = [store.read(r) for r in refs] if len(refs) <= 2 else store.read_many(refs)
-        for snap in snaps:
+        for snap in sighted(store, snaps, mirrored=index.mirrored):
             claim = judge(snap, now, known=known)
             if claim.active and claim.record is not None and claim.record.paths:
                 claims[snap.ref] = claim
@@ -101,6 +100,13 @@ def _pattern_for(claim: Claim, path: str) -> str | None:
     return None
 
 
+def stored_index(store: Store) -> Index:
+    """Every scope index the store holds, to look with: its file and, in a remote store's
+    mirror, its index ref (entries of both, if a store has both). One that cannot be read
+    is made afresh from every record, in memory; none at all, an empty index."""
+    return _index_of(store.git_dir, lambda: store) or Index([], 0)
+
+
 # ------------------------------------------------------------------ the commit check
 
 
@@ -116,44 +122,57 @@ def _store_dir(git_dir: Path, store: Store | None) -> Path:
     return locate(cwd=worktree if worktree is not None else git_dir).git_dir
 
 
-def _open(store_dir: Path, git_dir: Path, store: Store | None) -> Store:
-    """``store``, or the store at ``store_dir`` opened for reading (never created)."""
+def _plain_store(store_dir: Path, git_dir: Path) -> Store:
+    """The store at ``store_dir``, read as it is on disk (a remote store's mirror: the
+    commit check never waits for the network)."""
     from ..store.location import Location
 
-    return store or Store(Location(store_dir, "the commit check", git_dir, None))
+    return Store(Location(store_dir, "the commit check", git_dir, None))
 
 
-def _index_of(store_dir: Path, git_dir: Path, store: Store | None) -> Index | None:
-    """The store's index; None if it has none (no claim there ever had scopes). One that
-    exists but cannot be read (not as gitlease writes it) is made afresh from every record,
-    in memory: slower, never blind."""
+def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:
+    """The store's index file, and its index ref when it is a remote store's mirror (one
+    fetch brings the ref with the claims); None if it has neither (no claim there ever had
+    scopes). One that exists but cannot be read (not as gitlease writes it) is made afresh
+    from every record, in memory: slower, never blind. ``store``: makes the store to read
+    the ref and the records with, when they are needed."""
+    from ..gitio.gitread import has_ref
+
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
-        index = rebuild(_open(store_dir, git_dir, store))
-    return index
+        index = rebuild(store())
+    if not has_ref(store_dir, SCOPES_INDEX_REF):
+        return index
+    mirror = read_mirrored(store())
+    if index is None:
+        return mirror
+    return mirror.replace(entries=[*index.entries, *mirror.entries])
 
 
 def foreign_scope_problems(
-    git_dir: Path, paths: list[str], store: Store | None = None
+    git_dir: Path, paths: list[str], index: Index | None = None, store: Store | None = None
 ) -> list[str]:
     """Why changing ``paths`` (relative to the worktree's top) from the worktree whose git
     dir is ``git_dir`` must be refused: each path inside a live scope of a claim this
     worktree is not bound to, naming the claim and its holder (empty: no such path).
-    ``store``: that worktree's store, if the caller opened it already (else it is located
-    here, at the cost of a ``git config`` call).
+    ``index``: the store's scope index, if the caller read it already; ``store``: that
+    worktree's store, if the caller opened it (else it is located here, at the cost of a
+    ``git config`` call).
 
     The commit hooks call it with the paths a commit changes; the harness's pre-edit hooks
     with the file about to be edited. A store that cannot be read is a problem (fail closed).
+    A remote store's mirror is read as it is (as fresh as this host's last fetch).
     """
     from ..errors import GitleaseError
     from ..receipts import bindings as bindings_mod
 
     try:
         store_dir = _store_dir(git_dir, store)
-        index = _index_of(store_dir, git_dir, store)
+        if index is None:
+            index = _index_of(store_dir, lambda: store or _plain_store(store_dir, git_dir))
         if index is None or not index.entries or not paths:
             return []
-        store = _open(store_dir, git_dir, store)
+        store = store or _plain_store(store_dir, git_dir)
         out = []
         # (no scope covers a path that cannot be a file of the repository; a control
         # character in a file's name is git's to allow, and a pattern still covers it)
@@ -218,10 +237,10 @@ def commit_problems(
         return []
     try:
         store_dir = _store_dir(git_dir, store)
-        index = _index_of(store_dir, git_dir, store)
+        index = _index_of(store_dir, lambda: store or _plain_store(store_dir, git_dir))
         if index is None or not index.entries:
             return []  # (no claim has scopes: no list of the changed paths is needed)
-        store = _open(store_dir, git_dir, store)  # (located once, for the check below too)
+        store = store or _plain_store(store_dir, git_dir)  # (located once, for both looks)
     except Exception as exc:  # fail closed
         return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
-    return foreign_scope_problems(git_dir, staged_changes(cwd), store)
+    return foreign_scope_problems(git_dir, staged_changes(cwd), index, store)
