@@ -7,7 +7,7 @@ copied from there, so the edit hook and the commit hook cannot disagree.
 
 Lean, like the commit check: standard library and gitlease's lean modules only; no pygit2,
 click or cryptography on this path when the binding names the record's object id
-(tests/test_agent_hooks.py checks it at run time).
+(tests/agents/test_agent_hooks.py checks it at run time).
 """
 
 from __future__ import annotations

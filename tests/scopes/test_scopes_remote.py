@@ -3,7 +3,7 @@ remote stores): the scope index is the ref ``refs/worklease/@scopes``, replaced 
 scoped acquire in the same atomic push as its claim, leased at the id it was read at.
 
 Real processes on "hosts" (clones of one bare repository over ``file://``, each with its
-own store, and all but the first with another boot id and boot clock: tests/hosts.py).
+own store, and all but the first with another boot id and boot clock: tests/support/hosts.py).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def test_a_mirror_behind_its_index_is_looked_at_again_before_it_grants(hosts, be
     got = hosts.on_a("acquire", "auth", "--paths", "src/auth/**", "--json")
     assert got.code == 0, got
     assert hosts.on_b("list").code == 0
-    mirror = hosts.b / ".git"  # b's store (tests/hosts.py)
+    mirror = hosts.b / ".git"  # b's store (tests/support/hosts.py)
     if behind == "older":
         git("update-ref", "refs/worklease/auth.lease", old, cwd=mirror)
     else:
@@ -304,7 +304,7 @@ def test_the_commit_hook_on_another_host_refuses_a_path_scoped_there(hosts) -> N
     assert not ok, err
     assert "commit refused" in err and got.json["claim_id"] in err and "test-agent" in err
     assert _commit(hosts.b, "src/other.py", HOST_B_ENV)[0]  # outside the scope
-    git("pack-refs", "--all", cwd=hosts.b)  # b's store is b's .git (tests/hosts.py)
+    git("pack-refs", "--all", cwd=hosts.b)  # b's store is b's .git (tests/support/hosts.py)
     assert not (hosts.b / ".git" / SCOPES_INDEX_REF).exists()
     ok, err = _commit(hosts.b, "src/auth/login.py", HOST_B_ENV)
     assert not ok and got.json["claim_id"] in err, err
