@@ -5,7 +5,7 @@ One process, the library; the stores take turns operation by operation: the
 local store, then a remote over ``file://``, ``git daemon``, ssh (the
 distribution's sshd on 127.0.0.1), ssh sharing one connection
 (``ControlMaster``), smart HTTP (lighttpd + ``git http-backend``) and gitolite3,
-the servers started as the tests start them (``tests/servers.py``). Each
+the servers started as the tests start them (``tests/support/servers.py``). Each
 transport's floor is measured in the same rounds, on the same transport: one
 bare ``git fetch`` of a ref namespace and one bare ``git push
 --force-with-lease``. Then the whole process over ssh, as an agent runs it:
@@ -42,8 +42,10 @@ from pathlib import Path
 
 from common import ENV, GITLEASE, make_repo, report
 
+# conftest.py and the support modules, as pyproject.toml puts them on the path for pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import servers  # tests/servers.py: the same servers as the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+import servers  # tests/support/servers.py: the same servers as the tests
 
 OPS = ("acquire", "check", "heartbeat", "show", "release")
 FLOOR_REFSPEC = "+refs/worklease/_floor/*:refs/floor/*"

@@ -48,21 +48,23 @@ os.environ.update(
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What the tests use and are not tests (tests/README.md): on ``sys.path`` (pyproject.toml).
+SUPPORT = ROOT / "tests" / "support"
 #: The explicit switch without which gitlease ignores its test-only ``GITLEASE_TESTING_*``
 #: variables (gitlease/_testing.py): set with them wherever a test uses them.
 TESTING = {"GITLEASE_TESTING": "yes-i-am-a-gitlease-test"}
 #: The deliberately broken build (no locking around compare-and-swap), for the history tests:
 #: tests/support/broken_cas/sitecustomize.py, loaded through PYTHONPATH. Nothing of it ships.
-BREAK_CAS = {"PYTHONPATH": str(ROOT / "tests" / "support" / "broken_cas")}
+BREAK_CAS = {"PYTHONPATH": str(SUPPORT / "broken_cas")}
 
 
 def _build_wall_clock_shim() -> Path | None:
-    """``tests/wallclock.c`` built once per session: an LD_PRELOAD that moves the wall clock
-    and nothing else (why not libfaketime: see the file)."""
+    """``tests/support/wallclock.c`` built once per session: an LD_PRELOAD that moves the wall
+    clock and nothing else (why not libfaketime: see the file)."""
     out = _HOME / "libwallclock.so"
     try:
         built = subprocess.run(
-            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(ROOT / "tests" / "wallclock.c"),
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(SUPPORT / "wallclock.c"),
              "-ldl"],
             capture_output=True,
         )  # fmt: skip
@@ -73,9 +75,9 @@ def _build_wall_clock_shim() -> Path | None:
 
 WALL_CLOCK_SHIM = _build_wall_clock_shim()
 if WALL_CLOCK_SHIM is None and os.environ.get("GITLEASE_REQUIRE_TOOLS") == "1":
-    raise RuntimeError("GITLEASE_REQUIRE_TOOLS=1 (CI): tests/wallclock.c could not be built")
+    raise RuntimeError("GITLEASE_REQUIRE_TOOLS=1 (CI): tests/support/wallclock.c would not build")
 NEEDS_SHIM = pytest.mark.skipif(
-    WALL_CLOCK_SHIM is None, reason="a C compiler (cc) builds tests/wallclock.c: none found"
+    WALL_CLOCK_SHIM is None, reason="tests/support/wallclock.c needs a C compiler (cc): none found"
 )
 
 

@@ -12,8 +12,7 @@ from typing import Any
 
 import click
 
-from .._util.text import printable
-from ..model.clock import format_duration
+from ..api.output import format_duration, printable
 from . import output
 from .app import Options, cli, command, open_store
 

@@ -1,7 +1,7 @@
 """How results reach people (tables, relative times, colour) and programs (one JSON document).
 
 Records can be forged, so no text from one reaches a terminal as it is: every
-field shown to people goes through :func:`gitlease._util.text.printable` (control characters become
+field shown to people goes through :func:`gitlease.api.output.printable` (control characters become
 visible escapes, so a note cannot print a fake line or an escape sequence), and
 :func:`safe_text` is a last net over whole outputs. JSON stays exact JSON; DEL
 and C1 controls, which JSON would carry raw, are written as ``\\u`` escapes.
@@ -17,9 +17,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from .._util.text import escape_invisible, is_invisible, printable, visible
+from ..api.output import escape_invisible, format_duration, is_invisible, printable, visible
 from ..errors import GitleaseError
-from ..model.clock import format_duration
 
 _COLOURS = {"active": "32", "expired": "33", "released": "2", "free": "36", "invalid": "31;1"}
 

@@ -50,7 +50,7 @@ from ..gitio.gitread import (
     stderr_text,
 )
 from ..model.bootclock import stamp_foreign
-from ..model.refname import PREFIX
+from ..model.refname import PREFIX, SCOPES_INDEX_REF
 from ..state import autoprune, floors, guards
 
 if TYPE_CHECKING:
@@ -254,8 +254,10 @@ class Store:
         return out
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
-        """Every ref under ``prefix`` with its blob, in one pass over the refs."""
-        return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
+        """Every claim ref under ``prefix`` with its blob, in one pass over the refs (never
+        :data:`~gitlease.model.refname.SCOPES_INDEX_REF`, which holds no claim)."""
+        snaps = [s for s in self._for_each_ref(prefix) if s.ref != SCOPES_INDEX_REF]
+        return stamp_foreign(self.git_dir, snaps)
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
