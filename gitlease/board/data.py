@@ -29,16 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..api.reads import claims_document, list_claims
+from ..api.reads import Listing, claims_document, read_records
 from ..errors import GitleaseError
 from ..gitio import layout
-from ..gitio.gitread import Snapshot
-from ..model.claim import Claim, judge
+from ..model.claim import Claim
 from ..model.clock import Now
-from ..model.record import RELEASED
+from ..model.record import RELEASED, Record
 from ..model.refname import PREFIX
 from ..state import keepers
-from ..state import verified_records as verified
 from ..state.waitqueue import queue_dir, waiting_for
 from ..store.local import Store
 
@@ -48,6 +46,10 @@ MAX_AGE_SECONDS = 2.0
 REMOTE_REFRESH_SECONDS = 3.0
 #: How many records of each resource's history the timeline shows, newest last.
 TIMELINE_RECORDS = 16
+#: How many records of history one build reads beyond its first level: a board that starts
+#: over a large store shows its table at once, and the timelines fill in over the next
+#: polls, a level of history (one ``git cat-file --batch``) a build.
+HISTORY_PER_BUILD = 250
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -94,7 +96,9 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
 class _Built:
     """One built document and when it stops being valid."""
 
-    def __init__(self, key: tuple[Any, ...], doc: dict[str, Any], until: float) -> None:
+    def __init__(
+        self, key: tuple[Any, ...], doc: dict[str, Any], until: float, history: int
+    ) -> None:
         self.key = key
         self.doc = doc
         self.until = until
@@ -109,6 +113,7 @@ class _Built:
             ),
             repr(doc["extra"]),
             doc["fetch_error"],
+            history,
         )
 
 
@@ -116,14 +121,23 @@ class Board:
     """The board's data over one store: :meth:`page` for the page, :meth:`claims` for
     ``/api/claims``. Thread-safe (the server answers requests on threads)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, timelines: bool = True) -> None:
         self.store = store
+        #: ``timelines=False``: no history is read (``list --watch`` draws none).
+        self.timelines = timelines
         self._lock = threading.Lock()
         self._built: _Built | None = None
         self._fetched = 0.0
         self._fetch_error: str | None = None
-        #: Every record read for a timeline, by object id (a record never changes).
-        self._records: dict[str, Claim] = {}
+        #: The claims, kept between builds: only the records that changed are read again.
+        self.listing = Listing(store)
+        #: Every record read for a timeline, by object id (a record never changes); None for
+        #: one that is missing (expired by retention) or does not verify: its chain ends.
+        self._records: dict[str, Record | None] = {}
+        #: How many times history was read (a new level shows as news to the page).
+        self._history = 0
+        #: Whether some timeline still has records to read (a later build reads them).
+        self.history_pending = False
         #: The events of each head record (object id, state) drawn last time.
         self._events: dict[tuple[str, str], list[Any]] = {}
 
@@ -185,7 +199,7 @@ class Board:
 
     def _build(self, key: tuple[Any, ...]) -> _Built:
         started = time.monotonic()
-        found = list_claims(self.store, refresh=False)
+        found = self.listing.claims()
         claims: list[dict[str, Any]] = claims_document(found)["claims"]
         now = Now.read()
         refs = [c["ref"] for c in claims]
@@ -206,17 +220,20 @@ class Board:
             extra[c["ref"]] = info
             if c["state"] == "active" and c["expires_in"] is not None:
                 soonest = min(soonest, max(0.05, c["expires_in"]))
+        timelines = self._timelines(found, claims) if self.timelines else {}
+        if self.history_pending:
+            soonest = 0.0  # the next poll reads the next level of history
         doc = {
             "claims": claims,
             "extra": extra,
-            "timelines": self._timelines(found, claims, now),
+            "timelines": timelines,
             "now_ms": now.wall_ms,
             "store": str(self.store.git_dir),
             "remote": getattr(self.store, "shown", None),
             "fetch_error": self._fetch_error,
             "summary": summary(claims),
         }
-        return _Built(key, doc, started + soonest)
+        return _Built(key, doc, started + soonest, self._history)
 
     def _dead_keepers(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -228,19 +245,19 @@ class Board:
 
     # ------------------------------------------------------------------ timelines
 
-    def _timelines(
-        self, found: list[Claim], claims: list[dict[str, Any]], now: Now
-    ) -> dict[str, Any]:
+    def _timelines(self, found: list[Claim], claims: list[dict[str, Any]]) -> dict[str, Any]:
         """Each resource's recent records, oldest first, as events for the picture."""
         if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(found)):
             self._records.clear()  # (records of refs long gone: a long-lived board stays small)
             self._events.clear()
-        for claim in found:  # the heads: read and judged by the listing already
+        for claim in found:  # the heads: read and verified by the listing already
             if claim.oid is not None and claim.record is not None:
-                self._records.setdefault(claim.oid, claim)
-        self._read_levels(found, now)
+                self._records.setdefault(claim.oid, claim.record)
+        if self._read_levels(found):
+            self._history += 1
+            self._events.clear()  # (drawn from fewer records than there are now)
         out: dict[str, Any] = {}
-        events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        events: dict[tuple[str, str], list[Any]] = {}
         for claim, doc in zip(found, claims, strict=True):
             if claim.oid is None or claim.record is None:
                 out[claim.ref] = {"events": [], "earlier": False}
@@ -250,78 +267,74 @@ class Board:
             if made is None:
                 chain = list(self._chain(claim.oid))
                 chain.reverse()
-                first = chain[0].record if chain else None
+                first = chain[0] if chain else None
                 made = [_events(chain, doc), first is not None and first.previous is not None]
             events[key] = made
             out[claim.ref] = {"events": made[0], "earlier": made[1]}
         self._events = events
         return out
 
-    def _chain(self, oid: str) -> Iterator[Claim]:
+    def _chain(self, oid: str) -> Iterator[Record]:
         seen = 0
         current: str | None = oid
         while current is not None and seen < TIMELINE_RECORDS:
-            claim = self._records.get(current)
-            if claim is None:
+            record = self._records.get(current)
+            if record is None:
                 return
-            yield claim
+            yield record
             seen += 1
-            current = claim.record.previous if claim.record is not None else None
+            current = record.previous
 
-    def _read_levels(self, found: list[Claim], now: Now) -> None:
-        """Read the records not seen before, one level of ``previous`` ids at a time, for
-        all resources at once; signatures are checked once (the reads' verified cache)."""
+    def _read_levels(self, found: list[Claim]) -> bool:
+        """Read records not seen before, one level of ``previous`` ids at a time for all
+        resources at once (one ``git cat-file --batch`` a level, signatures checked once:
+        the reads' verified cache): as many levels as :data:`HISTORY_PER_BUILD` allows, and
+        at least one once the board has shown a document. Whether it read anything; sets
+        :attr:`history_pending`."""
         wanted: dict[str, tuple[str, str]] = {}
         for claim in found:
             tip = self._first_unread(claim.oid)
             if tip is not None:
                 wanted[tip] = (claim.resource, claim.ref)
-        known = verified.load(self.store.git_dir) if wanted else frozenset()
-        checked: list[str] = []
+        read = 0
         depth = 0
         while wanted and depth < TIMELINE_RECORDS:
-            blobs = self.store._cat_objects(list(wanted))
+            first_level = read == 0 and self._built is not None
+            if read + len(wanted) > HISTORY_PER_BUILD and not first_level:
+                break
+            records = read_records(self.store, wanted)
+            read += len(wanted)
             following: dict[str, tuple[str, str]] = {}
             for oid, (resource, ref) in wanted.items():
-                data, problem = blobs.get(oid, (None, "missing"))
-                if data is None:
-                    continue  # expired by retention: the kept part ends here
-                claim = judge(Snapshot(ref, oid, data, problem), now, resource, known=known)
-                self._records[oid] = claim
-                if claim.record is None:
-                    continue  # a record that does not verify names no trustworthy predecessor
-                if oid not in known:
-                    checked.append(oid)
-                prev = claim.record.previous
+                record = records.get(oid)
+                self._records[oid] = record
+                prev = record.previous if record is not None else None
                 if prev is not None and prev not in self._records:
                     following[prev] = (resource, ref)
             wanted = following
             depth += 1
-        if checked:
-            verified.save(self.store.git_dir, checked, known)
+        self.history_pending = any(self._first_unread(c.oid) is not None for c in found)
+        return read > 0
 
     def _first_unread(self, oid: str | None) -> str | None:
         """The first record of the chain from ``oid`` not read yet (within the window)."""
         depth = 0
         while oid is not None and depth < TIMELINE_RECORDS:
-            claim = self._records.get(oid)
-            if claim is None:
+            if oid not in self._records:
                 return oid
-            oid = claim.record.previous if claim.record is not None else None
+            record = self._records[oid]
+            oid = record.previous if record is not None else None
             depth += 1
         return None
 
 
-def _events(chain: list[Claim], current: dict[str, Any]) -> list[dict[str, Any]]:
+def _events(chain: list[Record], current: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of one resource (oldest first) as the picture's events: when each was
     written, what it did (acquired, renewed, released, taken over), until when it held.
     Times are the records' own RFC 3339 texts (the page reads them)."""
     events: list[dict[str, Any]] = []
     previous = None
-    for claim in chain:
-        r = claim.record
-        if r is None:
-            continue
+    for r in chain:
         if r.state == RELEASED:
             kind, at = "released", r.released_at
         elif previous is not None and previous.claim_id == r.claim_id:

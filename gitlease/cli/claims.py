@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .._util.text import printable
-from ..errors import UsageError
+from ..errors import GitleaseError, UsageError
 from ..model.clock import format_duration
 from . import output
 from .app import (
@@ -296,7 +296,7 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..api.reads import list_claims, list_document
+    from ..api.reads import iter_claims, list_document
     from ..claims.stale import review
 
     if watch:
@@ -310,13 +310,17 @@ def list_(
 
     store = open_store(opts)
     stale = [s.to_dict() for s in review(store, drop=False)]
-    if opts.json and not stale:  # streamed: the text of 100,000 claims is never held whole
+    if opts.json and not stale:  # streamed: 100,000 claims are never held whole
         from .._util.value import gc_paused
 
-        claims = list_claims(store, state=state, prefix=prefix)
+        batches = iter_claims(store, state=state, prefix=prefix)
         try:
             with gc_paused():
-                output.print_claims_json(c.to_dict() for c in claims)
+                output.print_sorted_claims_json(
+                    ([c.to_dict() for c in batch] for batch in batches), "resource"
+                )
+        except GitleaseError:
+            raise  # (a store that cannot be read: its own code; nothing was written yet)
         except OSError as exc:
             raise OutputFailed(exc) from None
         return None
