@@ -11,13 +11,15 @@ offers it (docs/reference/exit-codes.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from .._util.value import Value, gc_paused
 from ..claims.ownership import mark_bound
 from ..errors import CorruptRecordError, GitleaseError
 from ..gitio.gitread import Snapshot
-from ..model.claim import Claim, corrupt_error, judge, timed, verdict
+from ..model.bootclock import stamp_foreign
+from ..model.claim import Claim, corrupt_error, judge, timed_many, verdict
 from ..model.claim import verified as verified_record
 from ..model.clock import Now
 from ..model.record import Record, parse
@@ -85,10 +87,11 @@ def iter_claims(
     seen: list[str] = []  # the ids of every good record read, a batch's to a string
     fresh = False
     kept: dict[tuple[str, str], Any] | None = None
-    for snaps in store.iter_all(batch=batch):
+    for snaps in store.iter_all(batch=batch, stamped=False):
         now = Now.read()
         with gc_paused():
-            claims = [judge(s, now, None, known) for s in snaps]
+            found = [(s, verdict(s, None, known)) for s in snaps]
+            claims = timed_many(found, now, _sighting(git_dir, now))
         good = [c.oid for c in claims if c.record is not None and c.oid]
         if good:
             seen.append("\n".join(good))
@@ -131,12 +134,12 @@ class Listing:
         if refresh:
             store.refresh()
         before = self._kept
-        snaps = store.read_all_since({ref: kept[0] for ref, kept in before.items()})
+        seen = {ref: kept[0] for ref, kept in before.items()}
+        snaps = store.read_all_since(seen, stamped=False)
         now = Now.read()
         known: frozenset[str] | None = None
         fresh = False
-        kept: dict[str, tuple[Snapshot, Record | Claim]] = {}
-        claims: list[Claim] = []
+        found: list[tuple[Snapshot, Record | Claim]] = []
         read = 0
         with gc_paused():
             for snap in snaps:
@@ -149,24 +152,26 @@ class Listing:
                     and prior[0].data == snap.data
                     and prior[0].problem == snap.problem
                 ):
-                    found = prior[1]
-                else:
-                    if known is None:
-                        known = verified.load(store.git_dir)
-                    found = verdict(snap, None, known)
-                    fresh = fresh or (isinstance(found, Record) and snap.oid not in known)
-                kept[snap.ref] = (snap, found)
-                if isinstance(found, Record):
-                    claims.append(timed(snap, found, found.resource, now))
-                else:
-                    claims.append(found)
-        self._kept = kept
+                    found.append((snap, prior[1]))
+                    continue
+                if known is None:
+                    known = verified.load(store.git_dir)
+                got = verdict(snap, None, known)
+                fresh = fresh or (isinstance(got, Record) and snap.oid not in known)
+                found.append((snap, got))
+            claims = timed_many(found, now, _sighting(store.git_dir, now))
+        self._kept = {snap.ref: (snap, got) for snap, got in found}
         self.records_read = read
         if fresh and known is not None:
             good = [c.oid for c in claims if c.record is not None and c.oid]
             verified.save(store.git_dir, good, known)
         claims.sort(key=_by_resource)
         return mark_kept(store, mark_bound(store, claims))
+
+
+def _sighting(git_dir: Path, now: Now) -> Callable[[list[Snapshot]], list[Snapshot]]:
+    """First sightings from the store's own file, as the store stamps what it reads."""
+    return lambda snaps: stamp_foreign(git_dir, snaps, now)
 
 
 def read_records(store: Store, wanted: Mapping[str, tuple[str, str]]) -> dict[str, Record | None]:

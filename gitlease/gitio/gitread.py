@@ -244,27 +244,16 @@ def is_symbolic(git_dir: Path, ref: str) -> bool:
 def parse_for_each_ref(out: bytes) -> list[Snapshot]:
     """Snapshots from ``for-each-ref --format='%(refname) %(objectname) %(objecttype)
     %(raw:size) %(symref)%0a%(raw)'`` (the ``%(symref)`` field may be left out)."""
-    snapshots, _end = parse_for_each_ref_entries(out)
-    return snapshots
-
-
-def parse_for_each_ref_entries(out: bytes, pos: int = 0) -> tuple[list[Snapshot], int]:
-    """The whole entries of :func:`parse_for_each_ref`'s output in ``out`` from ``pos``, and
-    where the first incomplete one starts (the output read so far, a piece at a time)."""
     snapshots = []
-    size_of = len(out)
-    while pos < size_of:
-        end = out.find(b"\n", pos)
-        if end < 0:
-            break
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
         # git allows any byte from 0x80 up in a ref name: one that is not UTF-8 keeps its
         # bytes as lone surrogates, so that it can be reported (never a crash)
         fields = out[pos:end].decode("utf-8", "surrogateescape").split(" ")
         ref, oid, kind, size = fields[:4]
         start = end + 1
         stop = start + int(size)
-        if stop >= size_of:  # (the entry's closing newline not read yet)
-            break
         data = out[start:stop]
         pos = stop + 1  # for-each-ref ends every entry with a newline
         if len(fields) > 4 and fields[4]:  # %(symref): git read through it
@@ -273,7 +262,7 @@ def parse_for_each_ref_entries(out: bytes, pos: int = 0) -> tuple[list[Snapshot]
             snapshots.append(Snapshot._of((ref, oid, data, None, None)))
         else:
             snapshots.append(Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob"))
-    return snapshots, pos
+    return snapshots
 
 
 def broken_refs(stderr: bytes, pattern: str) -> list[Snapshot]:

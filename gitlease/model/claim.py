@@ -9,7 +9,7 @@ decision elsewhere can be made from exactly what was read.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -211,21 +211,62 @@ def verdict(
 
 def timed(snap: Snapshot, record: Record, resource: str, now: Now) -> Claim:
     """The claim of a record already verified (:func:`verified`) for ``snap``, timed at
-    ``now``: what :func:`judge` gives. A reader that keeps verified records (the board's
-    listing) times them again at every look, without verifying them again."""
+    ``now``: what :func:`judge` gives."""
     if record.state == RELEASED:
-        state, left = "released", None
-    else:
-        left, expired = _timing(record, now, snap.first_seen_ms)
-        state = "expired" if expired else "active"
-    # (every field given, in order: this runs once per claim of a `list`)
-    return Claim._of((resource, snap.ref, state, record, snap.oid, None, left, None, None))
+        return Claim._of((resource, snap.ref, "released", record, snap.oid, None, None, None, None))
+    return _timed(snap, record, resource, now, _translated(record, now))
 
 
-def _timing(record: Record, now: Now, first_seen_ms: int | None) -> tuple[int, bool]:
-    """``(remaining_ms(...), is_expired(...))`` with the record's clock read once (a third
-    of the work: each reading parses its ``expires-at``)."""
-    translated = _translated(record, now)
+#: Stamps snapshots with their first sightings (:func:`~gitlease.model.bootclock.stamp_foreign`
+#: over the store's own file), the snapshots given and in their order.
+Sighting = Callable[[list[Snapshot]], list[Snapshot]]
+
+
+def timed_many(
+    found: Sequence[tuple[Snapshot, Record | Claim]], now: Now, sighting: Sighting | None = None
+) -> list[Claim]:
+    """What :func:`judge` gives for each snapshot, from what :func:`verdict` found in it (a
+    reader that keeps verified records, the board's listing, times them afresh at every
+    look; ``list`` verifies a batch, then times it). Each record's clock is read once;
+    ``sighting``, when given, stamps the snapshots that want a first sighting (a record of
+    this kernel boot on a clock that cannot be translated: those
+    :func:`~gitlease.model.bootclock.stamp_foreign` stamps), all in one call."""
+    clocks: list[int | None] = []
+    wanted: list[int] = []
+    for i, (snap, record) in enumerate(found):
+        translated = None
+        if isinstance(record, Record) and record.state != RELEASED:
+            translated = _translated(record, now)
+            if (
+                translated is None
+                and snap.first_seen_ms is None
+                and sighting is not None
+                and _this_boot(record, now)
+            ):
+                wanted.append(i)
+        clocks.append(translated)
+    stamped = (
+        dict(zip(wanted, sighting([found[i][0] for i in wanted]), strict=True))
+        if wanted and sighting
+        else {}
+    )
+    out: list[Claim] = []
+    for i, (snap, record) in enumerate(found):
+        if not isinstance(record, Record):
+            out.append(record)
+        elif record.state == RELEASED:
+            out.append(timed(snap, record, record.resource, now))
+        else:
+            out.append(_timed(stamped.get(i, snap), record, record.resource, now, clocks[i]))
+    return out
+
+
+def _timed(
+    snap: Snapshot, record: Record, resource: str, now: Now, translated: int | None
+) -> Claim:
+    """A held record's claim at ``now``, ``translated`` its expiry on this clock
+    (:func:`_translated`): ``remaining_ms`` and ``is_expired`` at once."""
+    first_seen_ms = snap.first_seen_ms
     if translated is not None:
         left = translated - now.boot_ms
     elif first_seen_ms is not None:
@@ -233,8 +274,11 @@ def _timing(record: Record, now: Now, first_seen_ms: int | None) -> tuple[int, b
     elif _this_boot(record, now):
         left = observed_lifetime_ms(record.ttl_ms)
     else:  # another boot, no sighting: expired, however far its wall time lies ahead
-        return min(0, parse_rfc3339(record.expires_at) - now.wall_ms), True
-    return left, left <= 0
+        left = min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
+        return Claim._of((resource, snap.ref, "expired", record, snap.oid, None, left, None, None))
+    state = "expired" if left <= 0 else "active"
+    # (every field given, in order: this runs once per claim of a `list`)
+    return Claim._of((resource, snap.ref, state, record, snap.oid, None, left, None, None))
 
 
 def seems_held(snap: Snapshot, now: Now, resource: str) -> bool:

@@ -25,10 +25,7 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -49,10 +46,10 @@ from ..gitio.gitread import (
     is_symbolic,
     packed_refs_problem,
     parse_for_each_ref,
-    parse_for_each_ref_entries,
     parse_reflog,
     stderr_text,
 )
+from ..gitio.objects import LooseObjects
 from ..model.bootclock import stamp_foreign
 from ..model.refname import PREFIX
 from ..state import autoprune, floors, guards
@@ -73,6 +70,17 @@ _LOG_KEY = "core.logAllRefUpdates"
 GC_GRACE = "1.hour.ago"
 #: How many blobs a store keeps read (a claim record is under 1 KiB).
 _BLOB_CACHE = 256
+
+
+def _snapshot(ref: str, oid: str, found: tuple[str, bytes] | None) -> Snapshot:
+    """A listed ref's snapshot from its object's type and bytes (None: missing), with the
+    problem :meth:`Store.read_all` names for it."""
+    if found is None:
+        return Snapshot(ref, oid, None, f"object {oid} is missing")
+    kind, body = found
+    if kind != "blob":
+        return Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob")
+    return Snapshot._of((ref, oid, body, None, None))
 
 
 class Store:
@@ -230,35 +238,13 @@ class Store:
 
     def _cat_objects(self, oids: list[str]) -> dict[str, tuple[bytes | None, str | None]]:
         """Each object's blob bytes, or why there are none, from one ``cat-file --batch``."""
-        out: dict[str, tuple[bytes | None, str | None]] = {}
-        for oid, (kind, body) in self._cat_kinds(oids).items():
-            if kind is None:
-                out[oid] = (None, f"object {oid} is missing")
-            elif kind != "blob":
-                out[oid] = (None, f"object {oid} is a {kind}, not a blob")
-            else:
-                out[oid] = (body, None)
-        return out
-
-    def read_blobs(self, oids: Sequence[str]) -> dict[str, tuple[bytes | None, str | None]]:
-        """Many blobs by object id in one ``git cat-file --batch``: each ``(bytes, None)``, or
-        ``(None, why not)`` (missing, not a blob); ids that are not object ids are not asked."""
-        asked = list(dict.fromkeys(oid for oid in oids if OID.fullmatch(oid)))
-        out = self._cat_objects(asked)
-        for oid in oids:
-            if oid not in out:
-                out[oid] = (None, f"{oid[:80]!r} is not an object id")
-        return out
-
-    def _cat_kinds(self, oids: list[str]) -> dict[str, tuple[str | None, bytes]]:
-        """Each object's type (None: missing) and bytes, from one ``cat-file --batch``."""
         if not oids:
             return {}
         asked = "".join(oid + "\n" for oid in oids).encode("ascii")
         result = self._git("cat-file", "--batch", "--buffer", input=asked)
         if result.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(result)}")
-        out: dict[str, tuple[str | None, bytes]] = {}
+        out: dict[str, tuple[bytes | None, str | None]] = {}
         data = result.stdout
         pos = 0
         for oid in oids:
@@ -268,21 +254,49 @@ class Store:
             parts = data[pos:end].split(b" ")
             pos = end + 1
             if len(parts) != 3 or not parts[2].isdigit():
-                out[oid] = (None, b"")
+                out[oid] = (None, f"object {oid} is missing")
                 continue
             size = int(parts[2])
-            out[oid] = (parts[1].decode("ascii", "replace"), data[pos : pos + size])
+            body = data[pos : pos + size]
             pos += size + 1  # cat-file ends every object with a newline
+            if parts[1] != b"blob":
+                out[oid] = (None, f"object {oid} is a {parts[1].decode()}, not a blob")
+            else:
+                out[oid] = (body, None)
+        return out
+
+    def read_blobs(self, oids: Sequence[str]) -> dict[str, tuple[bytes | None, str | None]]:
+        """Many blobs by object id: each ``(bytes, None)``, or ``(None, why not)`` (missing,
+        not a blob, not an object id). Loose objects are read from their files
+        (:func:`~gitlease.gitio.objects.read_loose`), the rest in one ``cat-file --batch``."""
+        out: dict[str, tuple[bytes | None, str | None]] = {}
+        rest: list[str] = []
+        with LooseObjects(self.git_dir / "objects") as objects:
+            for oid in dict.fromkeys(oids):
+                if not OID.fullmatch(oid):
+                    out[oid] = (None, f"{oid[:80]!r} is not an object id")
+                    continue
+                loose = objects.read(oid)
+                if loose is None:
+                    rest.append(oid)
+                elif loose[0] != "blob":
+                    out[oid] = (None, f"object {oid} is a {loose[0]}, not a blob")
+                else:
+                    out[oid] = (loose[1], None)
+        out.update(self._cat_objects(rest))
         return out
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every ref under ``prefix`` with its blob, in one pass over the refs."""
         return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
 
-    def iter_all(self, prefix: str = PREFIX, batch: int = 1000) -> Iterator[list[Snapshot]]:
-        """:meth:`read_all`, a batch of about ``batch`` snapshots at a time, as git writes
-        them (by ref name): ``list --json`` of 100,000 claims holds one batch of records,
-        not every one (docs/performance.md, figure 5b). Broken refs come last.
+    def iter_all(
+        self, prefix: str = PREFIX, batch: int = 1000, *, stamped: bool = True
+    ) -> Iterator[list[Snapshot]]:
+        """What :meth:`read_all` reads, a batch of ``batch`` snapshots at a time (broken refs
+        last): ``list --json`` of 100,000 claims holds one batch of records, not every one
+        (docs/performance.md, 5b). See :meth:`_listed` for how. ``stamped=False``: the
+        caller stamps first sightings itself (:func:`~gitlease.model.claim.timed_many`).
 
         A store whose :meth:`read_all` differs (a remote's mirror stamps every ref with its
         first sighting, the whole listing at once) gives its :meth:`read_all` as one batch.
@@ -290,102 +304,71 @@ class Store:
         if type(self).read_all is not Store.read_all:
             yield self.read_all(prefix)
             return
-        fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
-        with tempfile.TemporaryFile() as errors:  # (a pipe could fill and stall git)
-            try:
-                proc = subprocess.Popen(
-                    ["git", "for-each-ref", f"--format={fmt}", prefix],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=errors,
-                    env=git_env(self.git_dir),
-                )
-            except OSError as exc:
-                raise StoreError(f"cannot run git: {exc}") from None
-            last = b""  # the last ref name read, as git wrote it (git sorts by these bytes)
-            try:
-                assert proc.stdout is not None
-                fd = proc.stdout.fileno()
-                with suppress(OSError):  # fewer, larger reads (Linux; best effort)
-                    fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-                buf = b""
-                pos = 0
-                pending: list[Snapshot] = []
-                while True:
-                    chunk = os.read(fd, 1 << 20)
-                    if not chunk:
-                        break
-                    buf = buf[pos:] + chunk if pos else buf + chunk
-                    got, pos = parse_for_each_ref_entries(buf)
-                    if got:
-                        pending.extend(got)
-                        last = got[-1].ref.encode("utf-8", "surrogateescape")
-                    if len(pending) >= batch:
-                        yield stamp_foreign(self.git_dir, pending)
-                        pending = []
-                code = proc.wait()
-            finally:
-                if proc.poll() is None:  # (the reader stopped early)
-                    proc.kill()
-                    proc.wait()
-                proc.stdout.close()  # type: ignore[union-attr]
-            errors.seek(0)
-            stderr = errors.read()
-        if code != 0:
-            if b"missing object" not in stderr:
-                why = stderr.decode("utf-8", "replace").strip() or f"git exited {code}"
-                raise StoreError(f"cannot read the store {self.git_dir}: {why}")
-            # git stops at the ref whose object is missing: the rest, one at a time
-            pending.extend(self._for_each_ref_slow(prefix, after=last))
-            stderr = b""  # (the slow listing reports the broken refs itself)
-        if b"ignoring broken ref" in stderr:
-            pending.extend(broken_refs(stderr, prefix))
-        if pending:
-            yield stamp_foreign(self.git_dir, pending)
+        yield from self._listed(prefix, {}, batch, stamped)
 
-    def read_all_since(self, seen: Mapping[str, Snapshot]) -> list[Snapshot]:
-        """:meth:`read_all`, reading again only the records whose object id changed since
-        ``seen`` (what an earlier call returned, by ref): one ``git for-each-ref`` of the
-        ids, one ``git cat-file --batch`` of the new records. A record is named by its
-        object id, so a ref that still names the same id still holds the same bytes; the
-        snapshot of such a ref is the one in ``seen``, stamped afresh as :meth:`read_all`
-        stamps what it reads.
+    def read_all_since(
+        self, seen: Mapping[str, Snapshot], *, stamped: bool = True
+    ) -> list[Snapshot]:
+        """What :meth:`read_all` reads, reading again only the records whose object id
+        changed since ``seen`` (what an earlier call returned, by ref): a record is named by
+        its object id, so a ref that still names the same id still holds the same bytes;
+        the snapshot of such a ref is the one in ``seen``, its sighting stamped afresh
+        (``stamped=False``: by the caller, as for :meth:`iter_all`).
 
-        With nothing ``seen``, or where :meth:`read_all` differs (a remote's mirror), it is
-        :meth:`read_all` (one ``for-each-ref`` of every blob costs less than the ids and
-        then the blobs)."""
-        if not seen or type(self).read_all is not Store.read_all:
+        A store whose :meth:`read_all` differs (a remote's mirror) reads everything."""
+        if type(self).read_all is not Store.read_all:
             return self.read_all()
-        listed = self._git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
+        return [snap for part in self._listed(PREFIX, seen, 1 << 30, stamped) for snap in part]
+
+    def _listed(
+        self, prefix: str, seen: Mapping[str, Snapshot], batch: int, stamped: bool
+    ) -> Iterator[list[Snapshot]]:
+        """The refs under ``prefix`` named by one ``git for-each-ref`` (ids, no blob: git
+        alone knows every rule of refs), their records read a batch at a time: a loose
+        object from its file (:func:`gitlease.gitio.objects.read_loose`: a third of what
+        git takes), any other through one ``git cat-file --batch`` process; the records
+        of ``seen`` whose ids did not change are not read at all. Each snapshot is what
+        :meth:`read_all` gives for the ref (a blob, or the same problem), stamped as it
+        stamps them (:func:`~gitlease.model.bootclock.stamp_foreign`)."""
+        listed = self._git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", prefix)
         if listed.returncode != 0:
             raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(listed)}")
-        out: list[Snapshot] = []
-        unread: list[tuple[int, str, str]] = []
-        for line in listed.stdout.decode("utf-8", "surrogateescape").splitlines():
-            oid, _, rest = line.partition(" ")
-            ref, _, target = rest.partition(" ")
-            before = seen.get(ref)
-            if target:
-                out.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
-            elif before is not None and before.oid == oid and before.data is not None:
-                fresh = before.first_seen_ms is None
-                out.append(before if fresh else before.replace(first_seen_ms=None))
-            else:
-                unread.append((len(out), ref, oid))
-                out.append(before or Snapshot(ref, None, None))  # (replaced below)
-        if unread:
-            kinds = self._cat_kinds(list(dict.fromkeys(oid for _, _, oid in unread)))
-            for i, ref, oid in unread:
-                kind, body = kinds.get(oid, (None, b""))
-                if kind == "blob":
-                    out[i] = Snapshot(ref, oid, body)
-                elif kind is None:
-                    out[i] = Snapshot(ref, oid, None, f"object {oid} is missing")
-                else:
-                    out[i] = Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob")
+        lines = listed.stdout.decode("utf-8", "surrogateescape").splitlines()
+        del listed.stdout  # (only the lines are kept)
+        reader: BatchReader | None = None
+        objects = LooseObjects(self.git_dir / "objects")
+        try:
+            for begin in range(0, len(lines), batch):
+                out: list[Snapshot] = []
+                unread: list[tuple[int, str, str]] = []
+                for line in lines[begin : begin + batch]:
+                    oid, _, rest = line.partition(" ")
+                    ref, _, target = rest.partition(" ")
+                    before = seen.get(ref)
+                    if target:
+                        out.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
+                    elif before is not None and before.oid == oid and before.data is not None:
+                        if before.first_seen_ms is not None:  # (stamped afresh below)
+                            before = before.replace(first_seen_ms=None)
+                        out.append(before)
+                    else:
+                        loose = objects.read(oid)
+                        if loose is None:
+                            unread.append((len(out), ref, oid))
+                        out.append(_snapshot(ref, oid, loose))
+                if unread:
+                    reader = reader or BatchReader(self.git_dir)
+                    kinds = reader.read_many([oid for _, _, oid in unread])
+                    for i, ref, oid in unread:
+                        kind, body = kinds[oid]
+                        out[i] = _snapshot(ref, oid, None if kind is None else (kind, body))
+                yield stamp_foreign(self.git_dir, out) if stamped else out
+        finally:
+            objects.close()
+            if reader is not None:
+                reader.close()
         if b"ignoring broken ref" in listed.stderr:
-            out.extend(broken_refs(listed.stderr, PREFIX))
-        return stamp_foreign(self.git_dir, out)
+            yield broken_refs(listed.stderr, prefix)
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
@@ -399,9 +382,8 @@ class Store:
             snapshots.extend(broken_refs(result.stderr, pattern))
         return snapshots
 
-    def _for_each_ref_slow(self, pattern: str, after: bytes | None = None) -> list[Snapshot]:
-        """Names and ids first, then each blob: survives a missing object behind a ref.
-        ``after``: only the refs whose names sort after it (git's order, by bytes)."""
+    def _for_each_ref_slow(self, pattern: str) -> list[Snapshot]:
+        """Names and ids first, then each blob: survives a missing object behind a ref."""
         fmt = "--format=%(refname) %(objectname) %(symref)"
         result = self._git("for-each-ref", fmt, pattern)
         if result.returncode != 0:
@@ -409,8 +391,6 @@ class Store:
         snapshots = []
         for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
             ref, _, rest = line.partition(" ")
-            if after is not None and ref.encode("utf-8", "surrogateescape") <= after:
-                continue
             oid, _, target = rest.partition(" ")
             if target:
                 snapshots.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
