@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,17 +93,40 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
     )
 
 
+def _encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=True, separators=(",", ":"))``, its encoder made once
+    (``json.dumps`` makes one a call: most of the cost of a small value, and a board writes
+    one a timeline)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the same text, slower
+        return json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+    fallback = json.JSONEncoder().default
+    chunks = make(
+        None, fallback, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+_json = _encoder()
+
+
 class _Built:
     """One built document and when it stops being valid."""
 
     def __init__(
-        self, key: tuple[Any, ...], doc: dict[str, Any], until: float, history: int
+        self,
+        key: tuple[Any, ...],
+        doc: dict[str, Any],
+        until: float,
+        history: int,
+        timelines: dict[str, str],
     ) -> None:
         self.key = key
         self.doc = doc
         self.until = until
         self.built = time.monotonic()
-        self.body = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        self._timelines = timelines
+        self._body: bytes | None = None
         self.etag = f'"{hash((key, self.built)) & 0xFFFFFFFFFFFF:x}"'
         #: What a later build must differ in to be news (not the times, which move anyway).
         self.same = (
@@ -115,6 +138,19 @@ class _Built:
             doc["fetch_error"],
             history,
         )
+
+    @property
+    def body(self) -> bytes:
+        """The document as JSON, made when first asked for (a build that is no news is
+        never written out), each timeline's text as it was made for its head record."""
+        if self._body is None:
+            doc = self.doc
+            head = {k: doc[k] for k in ("claims", "extra")}
+            tail = {k: v for k, v in doc.items() if k not in ("claims", "extra", "timelines")}
+            lines = ",".join(f"{_json(ref)}:{text}" for ref, text in self._timelines.items())
+            text = f'{_json(head)[:-1]},"timelines":{{{lines}}},{_json(tail)[1:]}'
+            self._body = text.encode("ascii")
+        return self._body
 
 
 class Board:
@@ -138,8 +174,8 @@ class Board:
         self._history = 0
         #: Whether some timeline still has records to read (a later build reads them).
         self.history_pending = False
-        #: The events of each head record (object id, state) drawn last time.
-        self._events: dict[tuple[str, str], list[Any]] = {}
+        #: The timeline of each head record (object id, state) drawn last time, and its text.
+        self._events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -220,7 +256,7 @@ class Board:
             extra[c["ref"]] = info
             if c["state"] == "active" and c["expires_in"] is not None:
                 soonest = min(soonest, max(0.05, c["expires_in"]))
-        timelines = self._timelines(found, claims) if self.timelines else {}
+        timelines, texts = self._timelines(found, claims) if self.timelines else ({}, {})
         if self.history_pending:
             soonest = 0.0  # the next poll reads the next level of history
         doc = {
@@ -233,7 +269,7 @@ class Board:
             "fetch_error": self._fetch_error,
             "summary": summary(claims),
         }
-        return _Built(key, doc, started + soonest, self._history)
+        return _Built(key, doc, started + soonest, self._history, texts)
 
     def _dead_keepers(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -245,8 +281,11 @@ class Board:
 
     # ------------------------------------------------------------------ timelines
 
-    def _timelines(self, found: list[Claim], claims: list[dict[str, Any]]) -> dict[str, Any]:
-        """Each resource's recent records, oldest first, as events for the picture."""
+    def _timelines(
+        self, found: list[Claim], claims: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """Each resource's recent records, oldest first, as events for the picture; and
+        each one's JSON text (made once for its head record and state)."""
         if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(found)):
             self._records.clear()  # (records of refs long gone: a long-lived board stays small)
             self._events.clear()
@@ -257,10 +296,12 @@ class Board:
             self._history += 1
             self._events.clear()  # (drawn from fewer records than there are now)
         out: dict[str, Any] = {}
-        events: dict[tuple[str, str], list[Any]] = {}
+        texts: dict[str, str] = {}
+        events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
         for claim, doc in zip(found, claims, strict=True):
             if claim.oid is None or claim.record is None:
                 out[claim.ref] = {"events": [], "earlier": False}
+                texts[claim.ref] = '{"events":[],"earlier":false}'
                 continue
             key = (claim.oid, claim.state)
             made = self._events.get(key)
@@ -268,11 +309,15 @@ class Board:
                 chain = list(self._chain(claim.oid))
                 chain.reverse()
                 first = chain[0] if chain else None
-                made = [_events(chain, doc), first is not None and first.previous is not None]
+                line = {
+                    "events": _events(chain, doc),
+                    "earlier": first is not None and first.previous is not None,
+                }
+                made = (line, _json(line))
             events[key] = made
-            out[claim.ref] = {"events": made[0], "earlier": made[1]}
+            out[claim.ref], texts[claim.ref] = made
         self._events = events
-        return out
+        return out, texts
 
     def _chain(self, oid: str) -> Iterator[Record]:
         seen = 0
