@@ -10,13 +10,16 @@ too: the cache also ends when the first active claim would expire, and after
 :data:`MAX_AGE_SECONDS` whatever happens (a keepalive process that died changes
 no file).
 
-The claims are the ``list --json`` document, built by
-:func:`gitlease.api.reads.list_document`, the function ``gitlease list`` uses. A
+The claims are the ``list --json`` document, from :class:`gitlease.api.reads.Listing`:
+``gitlease list``'s claims, kept between builds, so that a build reads, parses and
+verifies only the records whose object id changed, and times every claim afresh. A
 remote store is read from its local mirror, fetched at most every
 :data:`REMOTE_REFRESH_SECONDS`. The timelines follow each record's ``previous``
-id, as ``gitlease log`` does, one level at a time for all resources at once (one
-``git cat-file --batch`` a level), and keep every record read by object id: a
-record never changes, so after a write only the new head is read.
+id, as ``gitlease log`` does, one level at a time for all resources at once
+(:func:`gitlease.api.reads.read_records`), and keep every record read by object id: a
+record never changes, so after a write only the new head is read. A build reads at
+most :data:`HISTORY_PER_BUILD` records of history (a later one at least a level): a
+new board over a large store shows its table at once, its timelines over the next polls.
 """
 
 from __future__ import annotations
