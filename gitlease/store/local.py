@@ -26,6 +26,7 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -323,25 +324,21 @@ class Store:
     def _listed(
         self, prefix: str, seen: Mapping[str, Snapshot], batch: int, stamped: bool
     ) -> Iterator[list[Snapshot]]:
-        """The refs under ``prefix`` named by one ``git for-each-ref`` (ids, no blob: git
-        alone knows every rule of refs), their records read a batch at a time: a loose
-        object from its file (:func:`gitlease.gitio.objects.read_loose`: a third of what
-        git takes), any other through one ``git cat-file --batch`` process; the records
-        of ``seen`` whose ids did not change are not read at all. Each snapshot is what
-        :meth:`read_all` gives for the ref (a blob, or the same problem), stamped as it
-        stamps them (:func:`~gitlease.model.bootclock.stamp_foreign`)."""
-        listed = self._git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", prefix)
-        if listed.returncode != 0:
-            raise StoreError(f"cannot read the store {self.git_dir}: {stderr_text(listed)}")
-        lines = listed.stdout.decode("utf-8", "surrogateescape").splitlines()
-        del listed.stdout  # (only the lines are kept)
+        """The refs under ``prefix`` as one ``git for-each-ref`` names them (their ids, no
+        blob: git alone knows every rule of refs), read a batch at a time as git writes
+        them: a loose record from its file (:class:`~gitlease.gitio.objects.LooseObjects`:
+        a third of what git takes), any other through one ``git cat-file --batch``
+        process; the records of ``seen`` whose ids did not change are not read at all.
+        Each snapshot is what :meth:`read_all` gives for the ref (a blob, or the same
+        problem), stamped as it stamps them unless ``stamped`` is False."""
+        errors: list[bytes] = []
         reader: BatchReader | None = None
         objects = LooseObjects(self.git_dir / "objects")
         try:
-            for begin in range(0, len(lines), batch):
+            for lines in self._listed_ids(prefix, batch, errors):
                 out: list[Snapshot] = []
                 unread: list[tuple[int, str, str]] = []
-                for line in lines[begin : begin + batch]:
+                for line in lines:
                     oid, _, rest = line.partition(" ")
                     ref, _, target = rest.partition(" ")
                     before = seen.get(ref)
@@ -367,8 +364,46 @@ class Store:
             objects.close()
             if reader is not None:
                 reader.close()
-        if b"ignoring broken ref" in listed.stderr:
-            yield broken_refs(listed.stderr, prefix)
+        if b"ignoring broken ref" in b"".join(errors):
+            yield broken_refs(b"".join(errors), prefix)
+
+    def _listed_ids(self, prefix: str, batch: int, errors: list[bytes]) -> Iterator[list[str]]:
+        """``git for-each-ref``'s lines of ``%(objectname) %(refname) %(symref)``, a batch at
+        a time as git writes them (what git said on stderr, appended to ``errors``; STORE
+        if it failed: nothing read before then is to be used)."""
+        fmt = "--format=%(objectname) %(refname) %(symref)"
+        with tempfile.TemporaryFile() as stderr:  # (a pipe could fill and stall git)
+            try:
+                proc = subprocess.Popen(
+                    ["git", "for-each-ref", fmt, prefix],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=git_env(self.git_dir),
+                )
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+            try:
+                assert proc.stdout is not None
+                lines: list[str] = []
+                for raw in proc.stdout:
+                    lines.append(raw.rstrip(b"\n").decode("utf-8", "surrogateescape"))
+                    if len(lines) >= batch:
+                        yield lines
+                        lines = []
+                code = proc.wait()
+            finally:
+                if proc.poll() is None:  # (the reader stopped early)
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()  # type: ignore[union-attr]
+            stderr.seek(0)
+            errors.append(stderr.read())
+        if code != 0:
+            why = errors[-1].decode("utf-8", "replace").strip() or f"git exited {code}"
+            raise StoreError(f"cannot read the store {self.git_dir}: {why}")
+        if lines:
+            yield lines
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
