@@ -17,8 +17,8 @@ read left them. Figures, interleaved so that noise hits them alike:
 - ``page data, idle poll``: nothing changed: the fingerprint of the store's refs only;
 - ``GET /api/board, idle`` and ``GET /api/claims``: through the real HTTP server.
 
-The two goal figures are printed again as CPU time (this process and its git children),
-which a loaded machine blurs less than wall time.
+The two goal figures and the whole history are printed again as CPU time (this process and
+its git children), which a loaded machine blurs less than wall time.
 
     python bench/board.py [--claims 1000] [--repeat 10]
     PYTHONPATH=/tmp/gitlease-main python bench/board.py   # the same of another tree
@@ -170,7 +170,11 @@ def main() -> None:
         "GET /api/claims",
     ):
         samples[name] = []
-    cpu: dict[str, list[float]] = {"page data, a new board": [], "page data, after one write": []}
+    cpu: dict[str, list[float]] = {
+        "page data, a new board": [],
+        "a new board, every timeline read": [],
+        "page data, after one write": [],
+    }
     for _ in range(args.repeat):
         for name, fn in cases.items():
             before = _cpu()
