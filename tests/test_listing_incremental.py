@@ -444,3 +444,32 @@ def test_timing_in_one_reading_is_remaining_ms_and_is_expired(key: SigningKey) -
                 continue
             assert one.expires_in_ms == remaining_ms(record, now, first_seen)
             assert (one.state == "expired") == is_expired(record, now, first_seen)
+
+
+def test_a_record_on_a_clock_that_cannot_be_translated_is_timed_from_its_sighting(
+    store: Any, key: SigningKey
+) -> None:
+    """As ``read_all`` stamps it (the sightings file): the listings decide from the verified
+    record's fields which records want a first sighting, and stamp the same ones."""
+    from gitlease.gitio import layout
+    from gitlease.model.sightings import Sightings
+
+    now = Now.read()
+    odd = _record("odd/1", key, now, boot_id=f"{now.boot}~boottimeXms", ttl_ms=TTL_MS)
+    _write(store.git_dir, [odd, _record("plain/1", key, now)])
+    store.read_all()  # (its first sighting, now; then made half a TTL old)
+    path = layout.sightings(store.git_dir)
+    ref, oid, boot, _ms = path.read_text().split()
+    path.write_text(f"{ref} {oid} {boot} {now.boot_ms - TTL_MS // 2}\n")
+    stamped = {s.ref: s for s in store.read_all()}  # (what every other read judges from)
+    assert stamped[encode("odd/1")].first_seen_ms == now.boot_ms - TTL_MS // 2
+    assert stamped[encode("plain/1")].first_seen_ms is None
+    for claims in (list_claims(store, refresh=False), Listing(store).claims()):
+        by = {c.resource: c for c in claims}
+        reference = judge(stamped[encode("odd/1")], Now.read(), "odd/1")
+        assert by["odd/1"].state == reference.state == "active"
+        assert by["odd/1"].expires_in_ms is not None and reference.expires_in_ms is not None
+        assert abs(by["odd/1"].expires_in_ms - reference.expires_in_ms) < 60_000
+        assert by["odd/1"].expires_in_ms < TTL_MS * 0.6  # (timed from the sighting)
+    known = Sightings(layout.sightings(store.git_dir))._load()
+    assert list(known) == [encode("odd/1")]

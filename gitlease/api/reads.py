@@ -176,10 +176,11 @@ def _sighting(git_dir: Path, now: Now) -> Callable[[list[Snapshot]], list[Snapsh
 
 def read_records(store: Store, wanted: Mapping[str, tuple[str, str]]) -> dict[str, Record | None]:
     """The records with the object ids of ``wanted`` (id -> the resource each must name and
-    the ref whose history it is), read in one ``git cat-file --batch`` and verified as the
-    reads verify (a signature is checked once: the verified-records cache): each a record,
-    or None when it is missing or does not verify. For history (the board's timelines): no
-    clock is read, nothing is timed."""
+    the ref whose history it is), read as :meth:`~gitlease.store.local.Store.read_blobs`
+    reads them (loose ones from their files, the rest in one ``git cat-file --batch``) and
+    verified as the reads verify (a signature is checked once: the verified-records
+    cache): each a record, or None when it is missing or does not verify. For history (the
+    board's timelines): no clock is read, nothing is timed."""
     if not wanted:
         return {}
     blobs = store.read_blobs(list(wanted))
