@@ -53,6 +53,37 @@ class BatchReader:
             return None, f"object {oid} is a {kind}, not a blob"
         return body[:size], None
 
+    def read_many(self, oids: list[str]) -> dict[str, tuple[str | None, bytes]]:
+        """Each object's type (None: missing, or not an object id) and bytes, asked a few at
+        a time (so neither pipe fills while the other waits)."""
+        out: dict[str, tuple[str | None, bytes]] = {}
+        asked = [oid for oid in dict.fromkeys(oids) if OID.fullmatch(oid)]
+        for oid in oids:
+            out.setdefault(oid, (None, b""))
+        for start in range(0, len(asked), 64):
+            part = asked[start : start + 64]
+            proc = self._start()
+            stdin, stdout = _pipes(proc)
+            try:
+                stdin.write("".join(oid + "\n" for oid in part).encode("ascii"))
+                stdin.flush()
+                for oid in part:
+                    header = stdout.readline()
+                    parts = header.split()
+                    if len(parts) == 2 and parts[1] == b"missing":
+                        continue
+                    if len(parts) != 3 or not parts[2].isdigit():
+                        raise OSError(f"git cat-file answered {header[:80]!r}")
+                    size = int(parts[2])
+                    body = stdout.read(size + 1)
+                    if len(body) != size + 1:
+                        raise OSError("git cat-file ended early")
+                    out[oid] = (parts[1].decode("ascii", "replace"), body[:size])
+            except OSError as exc:
+                self.close()
+                raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
+        return out
+
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
             try:
