@@ -16,9 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import hypothesis
 import pytest
 
 T = TypeVar("T")
+
+# Hypothesis times each example (a 200 ms deadline, a "too slow" health check): on a loaded
+# machine (CI's) both fail for nothing the code did. Counts of examples stay as each test says.
+hypothesis.settings.register_profile(
+    "gitlease", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("gitlease")
 
 _HOME = Path(tempfile.mkdtemp(prefix="gitlease-test-home-"))
 (_HOME / ".gitconfig").write_text(
@@ -76,6 +84,18 @@ NEEDS_SHIM = pytest.mark.skipif(
 def wall_clock_moved(seconds: int) -> dict[str, str]:
     """Environment for a process whose wall clock reads ``seconds`` off; its boot clock does not."""
     return {"LD_PRELOAD": str(WALL_CLOCK_SHIM), "WALLCLOCK_OFFSET_SECONDS": str(seconds)}
+
+
+def clock_ahead(seconds: float, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: none) for a gitlease process whose boot clock, the one that judges
+    expiry and times sightings, reads ``seconds`` later than that environment's: what a
+    command will decide then, asked now. For a TTL that must have run out, instead of a sleep
+    that a loaded machine stretches; only what that process writes is stamped on the moved
+    clock. Through the test switch ``GITLEASE_TESTING_BOOT_OFFSET_MS`` (it adds to the one
+    ``env`` has, as host B's in tests/hosts.py)."""
+    env = dict(env or {})
+    offset = int(env.get("GITLEASE_TESTING_BOOT_OFFSET_MS", "0")) + round(seconds * 1000)
+    return {**env, **TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": str(offset)}
 
 
 def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -14,12 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SUPPORT, git
+from conftest import SUPPORT, git, wait_state
 
 from gitlease.agents import payloads
 from gitlease.agents.specs import SPECS
@@ -42,15 +40,6 @@ SESSION = {
     "codex": "codex-sessionstart.json",
     "gemini": "gemini-sessionstart.json",
 }
-
-
-def poll(predicate: Callable[[], bool], seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def payload(name: str, worktree: Path) -> str:
@@ -88,7 +77,7 @@ def lapse(cli, worktree: Path, resource: str = R) -> str:
     result = cli("acquire", resource, "--ttl", "1s", "--json", cwd=worktree)
     assert result.code == 0, result
     claim_id = result.json["claim_id"]
-    assert poll(lambda: cli("show", resource, "--json").json["state"] == "expired")
+    wait_state(cli, resource, "expired")
     return claim_id
 
 

@@ -151,9 +151,8 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
         p.wait()
     monkeypatch.chdir(repo)
     store = open_store()
-    started = time.monotonic()
+    # every member claimable within TTL + 5 s: the wait is the bound (HELD after it)
     bundle.acquire_many(store, [f"kb/{k}" for k in range(4)], ttl="30s", wait="6s", bind=False)
-    assert time.monotonic() - started <= 6.5, "every member claimable within TTL + 5 s"
     for k in range(4):
         assert_no_two_holders(log(store, f"kb/{k}"))
 

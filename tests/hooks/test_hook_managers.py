@@ -358,6 +358,9 @@ def managers(request: pytest.FixtureRequest, name: str, native: bool = False) ->
     return husky(request.getfixturevalue("husky_modules"), native)
 
 
+# ~60 commits through the manager's hooks: 20 s on an idle machine, over 300 s (the suite's
+# hang bound) at load 35, so its own bound is longer
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", ["pre-commit", "lefthook", "husky"])
 def test_gitlease_install_next_to_a_manager(name: str, request, tmp_path: Path) -> None:
     """First install, the manager's reinstall, gitlease's reinstall, uninstall."""

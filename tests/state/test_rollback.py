@@ -7,10 +7,9 @@ the claim it hid cannot be live, kept by ``prune``, and never offered by ``free`
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from conftest import git, run_cli, store_git, store_path
+from conftest import clock_ahead, git, run_cli, store_git, store_path
 from forged import forge, put
 from observe import ref_of, state
 
@@ -53,16 +52,16 @@ def test_verify_reports_a_rollback_and_log_shows_the_hidden_live_claim(cli, work
 
 def test_verify_repair_waits_for_the_hidden_claim_then_continues_above_it(cli, worktrees) -> None:
     a, b = worktrees
-    again, _ = _rolled_back(cli, a, ttl="1s")
+    again, _ = _rolled_back(cli, a, ttl="1m")
     waited = cli("verify", "--repair", "--json", cwd=b)
     assert waited.code == 7 and "left alone until" in waited.json["problems"][0]["message"]
     assert cli("acquire", R, cwd=b).code == 7, "not while the hidden claim may be live"
-    time.sleep(1.2)
-    repaired = cli("verify", "--repair", "--json", cwd=b)
+    later = clock_ahead(61)  # the hidden claim's minute has run out (on a clock moved on)
+    repaired = cli("verify", "--repair", "--json", cwd=b, env=later)
     assert repaired.code == 0 and repaired.json["problems"][0]["repaired"], repaired
-    took = cli("acquire", R, "--json", cwd=b)
+    took = cli("acquire", R, "--json", cwd=b, env=later)
     assert took.code == 0 and took.json["revision"] == again["revision"] + 2, "never repeated"
-    assert cli("verify", cwd=b).code == 0
+    assert cli("verify", cwd=b, env=later).code == 0
     ids = [r["claim_id"] for r in cli("log", R, "--json", cwd=b).json["records"]]
     assert again["claim_id"] in ids, "the history carries on from what really came last"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from commits import commit
-from conftest import git, make_repo, run_cli
+from conftest import clock_ahead, git, make_repo, run_cli
 from racing import race
 
 R = "github/acme/shop/12"
@@ -97,9 +97,10 @@ def test_a_clone_of_a_clone_and_the_original_share_claims(tmp_path: Path) -> Non
 
 def test_takeover_after_expiry_across_clones(shop: Path, tmp_path: Path) -> None:
     a, b = clone(shop, tmp_path / "a"), clone(shop, tmp_path / "b")
-    assert run_cli("acquire", R, "--ttl", "4s", cwd=a).code == 0
+    assert run_cli("acquire", R, "--ttl", "1m", cwd=a).code == 0
     assert run_cli("acquire", R, cwd=b).code == 3
-    taken = run_cli("acquire", R, "--wait", "10s", "--json", cwd=b)
+    # B waits out the rest, on a clock moved 55 s on (clock_ahead), and takes it
+    taken = run_cli("acquire", R, "--wait", "1m", "--json", cwd=b, env=clock_ahead(55))
     assert taken.code == 0 and taken.json["revision"] == 2, taken
     assert run_cli("heartbeat", R, cwd=a).code == 4, "an expired claim is never revived"
 

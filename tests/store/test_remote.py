@@ -15,12 +15,21 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 import harness
 import pytest
-from conftest import BREAK_CAS, NEEDS_SHIM, TESTING, git, run_cli, wall_clock_moved
+from conftest import (
+    BREAK_CAS,
+    NEEDS_SHIM,
+    TESTING,
+    clock_ahead,
+    git,
+    run_cli,
+    wall_clock_moved,
+)
 from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
 from racing import race
 
@@ -103,34 +112,45 @@ def test_an_unreachable_remote_is_a_store_error_and_changes_nothing(hosts) -> No
 
 
 def test_takeover_waits_a_whole_ttl_seen_from_the_taking_host(hosts) -> None:
-    """Host B never trusts host A's clocks: A's dead claim is B's only after B saw it for a TTL."""
-    assert hosts.on_a("acquire", "r/dead", "--ttl", "2s").code == 0
-    time.sleep(2.3)  # expired on A's clock ...
-    assert hosts.on_a("show", "r/dead", "--json").json["state"] == "expired"
-    first = hosts.on_b("acquire", "r/dead", "--json")  # ... but B sees it for the first time
+    """Host B never trusts host A's clocks: A's dead claim is B's only after B saw it for a TTL.
+    Time passes by moving the deciding host's boot clock (``clock_ahead``), not by sleeping."""
+    ttl = 60  # (a loaded machine's slow commands take seconds: a small part of it)
+    assert hosts.on_a("acquire", "r/dead", "--ttl", f"{ttl}s").code == 0
+    then = ttl + 1
+    shown = hosts.on_a("show", "r/dead", "--json", env=clock_ahead(then)).json
+    assert shown["state"] == "expired"  # expired on A's clock a TTL later ...
+    b_then = clock_ahead(then, HOST_B_ENV)
+    first = hosts.on_b("acquire", "r/dead", "--json", env=b_then)  # ... but B sees it first then
     assert first.code == 3, first
     left = first.json["error"]["claim"]["expires_in"]
-    assert 1.0 < left <= 2.02, left
-    time.sleep(left + 0.2)
-    assert hosts.on_b("acquire", "r/dead").code == 0
+    assert ttl / 2 < left <= ttl * 1.01 + 0.02, left  # a TTL (+1%) from B's first sighting
+    assert hosts.on_b("acquire", "r/dead", env=clock_ahead(then + ttl / 2, HOST_B_ENV)).code == 3
+    b_later = clock_ahead(then + ttl * 1.01 + 1, HOST_B_ENV)
+    assert hosts.on_b("acquire", "r/dead", env=b_later).code == 0
     # and the other way round: B's claim, seen by A from the start, is A's after one TTL
-    assert hosts.on_b("release", "r/dead").code == 0
-    assert hosts.on_b("acquire", "r/dead", "--ttl", "2s").code == 0
+    assert hosts.on_b("release", "r/dead", env=b_later).code == 0
+    assert hosts.on_b("acquire", "r/dead", "--ttl", f"{ttl}s", env=b_later).code == 0
     assert hosts.on_a("acquire", "r/dead").code == 3  # A's first sighting
-    time.sleep(2.2)
-    assert hosts.on_a("acquire", "r/dead").code == 0
+    assert hosts.on_a("acquire", "r/dead", env=clock_ahead(ttl / 2)).code == 3
+    assert hosts.on_a("acquire", "r/dead", env=clock_ahead(ttl * 1.01 + 1)).code == 0
 
 
 def test_a_heartbeating_holder_is_never_taken_over(hosts) -> None:
-    # A renews between any two of B's looks, and B keeps looking for longer than a TTL. The
-    # TTL is many times one round (two CLI calls: over 5 s at load 20) so A never lapses.
-    assert hosts.on_a("acquire", "r/live", "--ttl", "20s").code == 0
-    deadline = time.monotonic() + 21
-    while time.monotonic() < deadline:
+    """A renews between any two of B's looks, and B's looks span more than a TTL of B's clock
+    (moved on between them, ``clock_ahead``): B never takes it. A look a whole TTL after the
+    last renewal does (the control: the looks alone would have taken it)."""
+    ttl = 600  # A's claim, in real time: it never lapses between its renewals, however slow
+    assert hosts.on_a("acquire", "r/live", "--ttl", f"{ttl}s").code == 0
+    step = ttl / 3  # of B's clock from one look to the next: four looks span a TTL
+    for look in range(5):
+        assert hosts.on_b("acquire", "r/live", env=clock_ahead(look * step, HOST_B_ENV)).code == 3
         assert hosts.on_a("heartbeat", "r/live").code == 0
-        assert hosts.on_b("acquire", "r/live").code == 3
-        time.sleep(0.3)
     assert hosts.on_a("check", "r/live").code == 0
+    last = 5 * step  # B's first sighting of the last renewal, then a whole TTL later
+    assert hosts.on_b("acquire", "r/live", env=clock_ahead(last, HOST_B_ENV)).code == 3
+    taken = hosts.on_b("acquire", "r/live", env=clock_ahead(last + ttl * 1.01 + 1, HOST_B_ENV))
+    assert taken.code == 0, taken
+    assert hosts.on_a("check", "r/live").code == 4
 
 
 @NEEDS_SHIM
@@ -334,7 +354,14 @@ def _write_blob(repo: Path, text: str) -> str:
 # ------------------------------------------------------------------ chaos across hosts
 
 
-def _history_on_two_hosts(tmp_path: Path, seconds: float, **options) -> tuple[harness.Stats, Path]:
+#: Bounds a chaos run that never gets what it waits for (a hang): the events end every run.
+CHAOS_LIMIT = 240
+
+
+def _history_on_two_hosts(
+    tmp_path: Path, until: Callable[[Path, Path], Callable[[harness.Stats], bool]], **options
+) -> tuple[harness.Stats, Path]:
+    """A chaos run across two hosts until ``until(server, log)`` says enough."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     server = make_server(tmp_path)
     with git_daemon(tmp_path) as base:
@@ -343,10 +370,11 @@ def _history_on_two_hosts(tmp_path: Path, seconds: float, **options) -> tuple[ha
         stats = harness.run(
             server,
             tmp_path / "log",
-            seconds=seconds,
+            seconds=CHAOS_LIMIT,
             ttl=1.0,
             hosts=[(a, {}), (b, HOST_B_ENV)],
             boot_offsets=BOOT_OFFSETS,
+            until=until(server, tmp_path / "log"),
             **options,
         )
     print(stats.summary())
@@ -355,7 +383,10 @@ def _history_on_two_hosts(tmp_path: Path, seconds: float, **options) -> tuple[ha
 
 @pytest.mark.slow
 def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> None:
-    stats, server = _history_on_two_hosts(tmp_path, 30, clients=8, resources=4)
+    def enough(_server: Path, log: Path) -> Callable[[harness.Stats], bool]:
+        return harness.enough(log, kills=12, pauses=6, gcs=6, ok=40)
+
+    stats, server = _history_on_two_hosts(tmp_path, enough, clients=8, resources=4)
     assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
     assert stats.ok > 40, "the clients made progress"
     from gitlease.api.reads import log
@@ -364,36 +395,23 @@ def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> N
     for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
         boots = {c.record.boot_id for c in log(open_store(server, remote=""), resource)}
         assert len(boots) == 2, (resource, boots)
-    for op in ("acquire", "heartbeat", "check", "release", "bundle", "exec", "replace"):
+    for op in harness.OPERATIONS:
         assert stats.by_op[op] > 0, op
-    for prop in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink"):
+    for prop in harness.PROPERTIES:
         assert stats.violations[prop] == [], (prop, stats.violations[prop][:5])
 
 
 @pytest.mark.slow
 def test_the_checker_catches_a_broken_build_across_hosts(tmp_path: Path) -> None:
     """Through a remote, a broken build loses a race only when two clients decide at the
-    same moment, which a short run may not bring about: up to three runs, all on one
-    resource; the checker must catch it in one of them."""
-    summaries = []
-    for attempt in range(3):
-        stats, _ = _history_on_two_hosts(
-            tmp_path / f"run-{attempt}",
-            15,
-            clients=8,
-            resources=1,
-            env=BREAK_CAS,
-        )
-        caught = sum(
-            len(stats.violations[p])
-            for p in ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink")
-        )
-        if caught:
-            return
-        summaries.append(stats.summary())
-    pytest.fail(
-        "the checker caught nothing in three runs of a broken build:\n" + "\n".join(summaries)
-    )
+    same moment, which a short run may not bring about: all on one resource, the run goes
+    on until the checker (asked as it goes) catches it."""
+
+    def caught(server: Path, log: Path) -> Callable[[harness.Stats], bool]:
+        return harness.caught(server, log, 1, BOOT_OFFSETS, remote=True)
+
+    stats, _ = _history_on_two_hosts(tmp_path, caught, clients=8, resources=1, env=BREAK_CAS)
+    assert sum(len(stats.violations[p]) for p in harness.PROPERTIES) > 0, stats.summary()
 
 
 # ------------------------------------------------------------------ found in review
@@ -554,16 +572,20 @@ def test_a_heartbeat_in_a_silent_partition_answers_within_the_claims_time(tmp_pa
     with git_daemon(tmp_path, keep_pid=True) as url:
         daemon_pid = int((tmp_path / "git-daemon.pid").read_text())
         a = make_host(url + "/server.git", tmp_path / "host-a")
-        assert run_cli("acquire", "r/silent", "--ttl", "3s", cwd=a, env=slow).code == 0
+        assert run_cli("acquire", "r/silent", "--ttl", "60s", cwd=a, env=slow).code == 0
         os.kill(daemon_pid, signal.SIGSTOP)  # connections are accepted, nothing answers
         try:
-            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=slow, timeout=40)
+            # its clock 45 s on (clock_ahead): 15 s left of the claim, of which the command's
+            # start takes a few at load 30 (3 s were all gone before it looked, at times)
+            late = {**slow, **clock_ahead(45)}
+            beat = run_cli("heartbeat", "r/silent", "--json", cwd=a, env=late, timeout=40)
         finally:
             os.kill(daemon_pid, signal.SIGCONT)
         assert beat.code == 5, beat  # the push may yet land: AMBIGUOUS, and it says why
         message = beat.json["error"]["message"]
         assert "no answer within the time the claim had left" in message, message
-        assert run_cli("heartbeat", "r/silent", cwd=a, env=slow).code == 4  # healed: lost
+        ran_out = {**slow, **clock_ahead(61)}
+        assert run_cli("heartbeat", "r/silent", cwd=a, env=ran_out).code == 4  # healed: lost
 
 
 # A stand-in for ssh (GIT_SSH_VARIANT=ssh): it runs the remote command here, except that
@@ -630,8 +652,8 @@ def test_replace_file_checks_the_claim_at_the_remote(hosts) -> None:
     out = hosts.on_b("replace-file", str(target), "r/file", "--expect-absent", "--from", "-",
                      input="v1\n")  # fmt: skip
     assert out.code == 0 and target.read_text() == "v1\n", out
+    assert hosts.on_a("acquire", "r/file").code == 3  # (a look at the 5-minute record: held)
     assert hosts.on_b("heartbeat", "r/file", "--ttl", "2s").code == 0  # B's last: it lapses
-    assert hosts.on_a("acquire", "r/file").code == 3
     # B's claim expires on B's clock; A takes it after watching it a TTL
     taken_over(lambda: hosts.on_a("acquire", "r/file", "--ttl", "1m"))
     sha = hashlib.sha256(b"v1\n").hexdigest()
@@ -665,20 +687,22 @@ def test_exec_stops_its_command_in_time_when_the_remote_hangs(tmp_path: Path) ->
     server = make_server(tmp_path)
     a = make_host(server.as_uri(), tmp_path / "host-a")
     hang = _stall_while(a, "receivepack", "git-receive-pack", seconds=120)
+    finished = tmp_path / "finished"  # the command's last act, a minute on
+    command = ["sh", "-c", f'sleep 60 && touch "{finished}"']
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", "r/hang", "--ttl", "3s", "--", "sleep", "60"],
+        [sys.executable, "-m", "gitlease", "exec", "r/hang", "--ttl", "3s", "--", *command],
         cwd=a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while run_cli("show", "r/hang", "--json", cwd=a).json["state"] != "active":
         assert time.monotonic() < deadline, "exec did not acquire"
     hang.touch()  # from now on every push hangs (the first heartbeat is due after 1 s)
-    hung = time.monotonic()
     _out, err = proc.communicate(timeout=90)
     assert proc.returncode == 4, err
     assert "stopped" in err
-    # the 3 s the claim had left and the grace: not the 60 s a push may take by default
-    assert time.monotonic() - hung < 45
+    # stopped after the 3 s the claim had left and the grace, not after the 60 s a push may
+    # take by default: the command never got to its end
+    assert not finished.exists()
 
 
 # ------------------------------------------------------------------ what docs/remote.md says

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,8 +96,14 @@ def run(
     env: dict[str, str] | None = None,
     hosts: list[tuple[Path, dict[str, str]]] | None = None,
     boot_offsets: dict[str, int] | None = None,
+    until: Callable[[Stats], bool] | None = None,
 ) -> Stats:
     """Run clients and the nemesis for ``seconds``, then check the history.
+
+    With ``until`` the run ends as soon as ``until(stats)`` is true (asked about once a
+    second, with the nemesis's counts so far: see :func:`enough` and :func:`caught`), and
+    ``seconds`` only bounds a run that never gets there: the events end it, not the time,
+    however loaded the machine.
 
     With ``hosts`` (a clone and its environment each, see ``hosts.py``) the
     clients are dealt round-robin to the hosts, and ``repo`` is the remote
@@ -133,8 +140,13 @@ def run(
     gc_thread.start()
     deadline = time.monotonic() + seconds
     time.sleep(min(1.0, seconds / 4))  # let the clients import
+    asked = time.monotonic()
     try:
         while time.monotonic() < deadline:
+            if until is not None and time.monotonic() - asked >= 1.0:
+                if until(stats):
+                    break
+                asked = time.monotonic()
             time.sleep(rng.uniform(0.1, 0.5))
             name = rng.choice(sorted(procs))
             if rng.random() < 0.6:
@@ -155,6 +167,46 @@ def run(
         gc_thread.join()
     check(repo, log_dir, names, stats, boot_offsets, remote=bool(hosts))
     return stats
+
+
+#: The four properties checked (the control sink's violations are expected: not one of them).
+PROPERTIES = ("no-two-holders", "revisions-increase", "ok-means-held", "fenced-sink")
+#: Every kind of operation the clients make (harness_client.py), but the control sink's.
+OPERATIONS = ("acquire", "heartbeat", "check", "release", "bundle", "exec", "replace")
+
+
+def enough(log_dir: Path, *, kills: int, pauses: int, gcs: int, ok: int) -> Callable[[Stats], bool]:
+    """An ``until`` for :func:`run`: the nemesis made ``kills`` SIGKILLs, ``pauses`` stalls past
+    the TTL and ``gcs`` gc/pack-refs runs, and the clients' logs show more than ``ok``
+    operations that succeeded and every one of :data:`OPERATIONS` tried."""
+
+    def reached(stats: Stats) -> bool:
+        if stats.kills < kills or stats.pauses < pauses or stats.gcs < gcs:
+            return False
+        ops = _operations(log_dir)
+        done = sum(1 for op in ops if op["outcome"] == "ok")
+        return done > ok and set(OPERATIONS) <= {op["op"] for op in ops}
+
+    return reached
+
+
+def caught(
+    repo: Path,
+    log_dir: Path,
+    resources: int,
+    boot_offsets: dict[str, int] | None = None,
+    *,
+    remote: bool = False,
+) -> Callable[[Stats], bool]:
+    """An ``until`` for :func:`run`: the checker (run on the history so far) has found a
+    violation of one of the :data:`PROPERTIES` (for a broken build, which it must catch)."""
+    names = [f"res/{i}" for i in range(resources)]
+
+    def found(_stats: Stats) -> bool:
+        so_far = check(repo, log_dir, names, Stats(), boot_offsets, remote=remote)
+        return any(so_far.violations[p] for p in PROPERTIES)
+
+    return found
 
 
 def _store_of(repo: Path) -> Path:
@@ -206,6 +258,10 @@ def check(
     from gitlease.api.reads import log
     from gitlease.store.location import open_store
 
+    # the clients' logs before the records: read during a run (:func:`caught`), every
+    # operation read as done is then in the history read (read the other way round, one that
+    # ended in between would look like a claim the store never had)
+    operations = _operations(log_dir)
     # the records themselves, not a host's view of them
     store = open_store(repo, remote="") if remote else open_store(cwd=repo, remote="")
     intervals: dict[str, dict[str, tuple[int, int, int]]] = {}
@@ -222,7 +278,7 @@ def check(
                     f"{resource}: {b} (rev {rb}) began {ea - sb} ms before {a} (rev {ra}) ended"
                 )
 
-    for op in _operations(log_dir):
+    for op in operations:
         stats.ops += 1
         stats.by_op[op["op"]] += 1
         if op["outcome"] == "unknown":

@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from servers import stop_process
+
 FORWARDER = r"""
 import socket, sys, threading
 listen = socket.create_server(("127.0.0.1", 0))
@@ -142,7 +144,7 @@ class Network:
         proc = subprocess.Popen(
             self._in_server(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        self._stack.callback(_stop, proc)
+        self._stack.callback(stop_process, proc)
         probe = [sys.executable, "-c",
                  "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), "
                  "timeout=0.5).close()",
@@ -157,7 +159,7 @@ class Network:
         proc = subprocess.Popen(
             [sys.executable, "-c", FORWARDER, str(self.port)], stdout=subprocess.PIPE, text=True
         )
-        self._stack.callback(_stop, proc)
+        self._stack.callback(stop_process, proc)
         assert proc.stdout is not None
         proc.port = int(proc.stdout.readline())  # type: ignore[attr-defined]
         self._forwarders.append(proc)
@@ -203,17 +205,6 @@ class Network:
         return "network namespaces, partitions by " + (
             "iptables DROP" if shutil.which("iptables") else "the server's veth end set down"
         )
-
-
-def _stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
-    with contextlib.suppress(OSError):
-        os.kill(proc.pid, signal.SIGCONT)
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatc
     rng = random.Random(int(os.environ.get("GITLEASE_CHAOS_SEED", "7")))
     workers = [_spawn(repo) for _ in range(4)]
     kills = 0
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 120  # (a hang: the events come far sooner)
     monkeypatch.chdir(repo)
     store = open_store()
 
@@ -45,8 +45,9 @@ def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatc
         return all(len(log(store, resource)) > 3 for resource in RESOURCES)
 
     time.sleep(1.0)  # let them get past imports
-    # 8 s of kills, and more (at most 120 s) until the workers made progress on each
-    while time.monotonic() < deadline or (not progressed() and time.monotonic() < deadline + 112):
+    # kills until 25 and the workers made progress on each (events: not for a time)
+    while kills < 25 or not progressed():
+        assert time.monotonic() < deadline, f"{kills} kills and no progress on each resource"
         time.sleep(rng.uniform(0.02, 0.3))
         victim = rng.randrange(len(workers))
         workers[victim].send_signal(signal.SIGKILL)
@@ -58,10 +59,8 @@ def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatc
         w.wait()
     assert kills > 10
 
-    for resource in RESOURCES:
-        started = time.monotonic()
+    for resource in RESOURCES:  # claimable within TTL + 5 s: the wait is the bound (HELD after)
         acquire(store, resource, ttl="30s", wait=f"{TTL_S + 5}s", bind=False)
-        assert time.monotonic() - started <= TTL_S + 5.5
     for resource in RESOURCES:
         chain = log(store, resource)
         assert len(chain) > 3, "the workers made no progress"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TESTING, Result, git
+from conftest import TESTING, Result, clock_ahead, git
 from hosts import HOST_B_ENV, make_server
 from netns import Network, network
 
@@ -81,15 +81,19 @@ def test_clients_on_two_hosts_race_for_one_resource_and_one_wins(net, tmp_path) 
 def test_a_client_cut_off_during_a_heartbeat_answers_within_the_claims_time(net, tmp_path) -> None:
     a, b = (_host(net, i, tmp_path / "server.git", tmp_path) for i in range(2))
     slow = {"GITLEASE_REMOTE_TIMEOUT": "120"}  # bound by it alone, a heartbeat would hang on
-    assert _cli(net, 0, a, "acquire", "net/cut", "--ttl", "3s", **slow).code == 0
+    assert _cli(net, 0, a, "acquire", "net/cut", "--ttl", "60s", **slow).code == 0
     net.partition(0)
     try:
-        beat = _cli(net, 0, a, "heartbeat", "net/cut", "--json", timeout=40, **slow)
+        # its clock 45 s on (clock_ahead): 15 s left of the claim, of which the command's
+        # start takes a few at load 30 (3 s were all gone before it looked, at times)
+        late = {**slow, **clock_ahead(45)}
+        beat = _cli(net, 0, a, "heartbeat", "net/cut", "--json", timeout=40, **late)
         assert beat.code == 5, (net.how, beat)
         assert "no answer within the time the claim had left" in beat.json["error"]["message"]
         seen = _cli(net, 1, b, "show", "net/cut", "--json")  # the other host is not cut off
         assert seen.code == 0 and seen.json["state"] in ("active", "expired"), seen
     finally:
         net.heal(0)
-    assert _cli(net, 0, a, "heartbeat", "net/cut", **slow).code == 4  # healed: it ran out
-    assert _cli(net, 0, a, "acquire", "net/cut", "--ttl", "1m").code == 0  # its own, expired
+    ran_out = {**slow, **clock_ahead(61)}
+    assert _cli(net, 0, a, "heartbeat", "net/cut", **ran_out).code == 4  # healed: it ran out
+    assert _cli(net, 0, a, "acquire", "net/cut", "--ttl", "1m", **ran_out).code == 0  # expired

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import clock_ahead
 from servers import (
     HTTP_PASSWORD,
     HTTP_USER,
@@ -319,13 +320,14 @@ def test_scoped_races_over_several_clones_have_one_winner_per_round(remote: Remo
 
 
 def test_takeover_after_expiry_waits_a_ttl_seen_from_the_taker(remote: Remote) -> None:
+    # a minute's claim, its minute passed on moved clocks (clock_ahead): a 1 s claim was
+    # B's within B's first look, a loaded machine's slow ssh round trips being a second long
     a, b = remote.host(0), remote.host(1)
-    assert a.run("acquire", "r/dead", "--ttl", "1s").code == 0
+    assert a.run("acquire", "r/dead", "--ttl", "1m").code == 0
     first = b.run("acquire", "r/dead", "--json")  # B's first sighting
     assert first.code == 3, first
-    time.sleep(1.2)
-    assert a.run("check", "r/dead").code == 4  # expired on A's clock
-    taken = b.run("acquire", "r/dead", "--ttl", "1m", "--json")
+    assert a.run("check", "r/dead", env=clock_ahead(61, a.env)).code == 4  # expired on A's clock
+    taken = b.run("acquire", "r/dead", "--ttl", "1m", "--json", env=clock_ahead(61, b.env))
     assert taken.code == 0 and taken.json["revision"] == 2, taken
     assert a.run("heartbeat", "r/dead").code == 4
 
