@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -40,7 +41,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from common import ENV, GITLEASE, make_repo, report
+from common import ENV, GITLEASE, load_line, make_repo, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import servers  # tests/servers.py: the same servers as the tests
@@ -254,42 +255,68 @@ def _ready_then_start(out: Path, go: Path) -> float:
     return start_at
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """This process's CPU and its waited-for children's (the CLI processes, git's)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU of process ``pid`` with the children it waited for (a server's git processes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICK
+
+
+def _tally(out: Path, writes: int, cpu: float) -> None:
+    out.write_text(json.dumps({"writes": writes, "cpu": cpu}))
+
+
 def worker(kind: str, repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
     """One worker's loop for ``seconds`` from the common start (on the wall clock, shared by
-    all, once every worker is ready): bare pushes, CLI cycles or library cycles; writes how
-    many it finished."""
-    done = 0
-    resource = f"tp/{repo.name}"
+    all, once every worker is ready): bare pushes, or acquires and releases through the CLI
+    or the library, one resource a worker. Writes how many writes (pushes) it finished inside
+    the window, and the CPU it spent there (with its children's)."""
+    writes = 0
+    resource_name = f"tp/{repo.name}"
     ref = f"refs/worklease/_floor/{repo.name}"
     expected = ""
     store = open_in(repo, url) if kind == "library" else None
     end = _ready_then_start(out, go) + seconds
+    cpu = own_cpu()
     while time.time() < end:
         if kind == "push":
             blob = subprocess.run(
                 ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
-                input=f"{ref} {done}\n", text=True, capture_output=True, check=True,
+                input=f"{ref} {writes}\n", text=True, capture_output=True, check=True,
             ).stdout.strip()  # fmt: skip
             lease = f"--force-with-lease={ref}:{expected}"
             subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{ref}"],
                            cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
             expected = blob
-        elif kind == "cli":
-            for args in (("acquire", resource, "--ttl", "5m"), ("release", resource)):
+            writes += time.time() <= end  # (one that ends after the window does not count)
+            continue
+        for verb in ("acquire", "release"):
+            if kind == "cli":
+                args = (verb, resource_name, *(("--ttl", "5m") if verb == "acquire" else ()))
                 subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
                                capture_output=True)  # fmt: skip
-        else:
-            from gitlease.api import lease
+            else:
+                from gitlease.api import lease
 
-            lease.acquire(store, resource, ttl="5m", bind=False)  # type: ignore[arg-type]
-            lease.release(store, resource)  # type: ignore[arg-type]
-        if time.time() <= end:  # (a cycle that ends after the window does not count)
-            done += 1
-    out.write_text(str(done))
+                if verb == "acquire":
+                    lease.acquire(store, resource_name, ttl="5m", bind=False)  # type: ignore[arg-type]
+                else:
+                    lease.release(store, resource_name)  # type: ignore[arg-type]
+            writes += time.time() <= end
+    _tally(out, writes, own_cpu() - cpu)
 
 
 def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
-    """As :func:`worker`, through a resident ``gitlease mcp`` in ``repo`` (the SDK's client)."""
+    """As :func:`worker`, through a resident ``gitlease mcp`` in ``repo`` (the SDK's client);
+    the CPU is the client's and the server's (with its git processes)."""
     import anyio
 
     here = Path(__file__).resolve().parent  # bench/mcp.py would shadow the SDK
@@ -298,44 +325,56 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     async def run() -> None:
+        pidfile = out.with_suffix(".pid")
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "gitlease", "mcp"],
+            command="/bin/sh",
+            args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m gitlease mcp'],
             cwd=str(repo),
             env={**ENV, "GITLEASE_REMOTE": url},
         )
-        done = 0
-        resource = f"tp/{repo.name}/{os.getpid()}"
+        writes = 0
+        resource_name = f"tp/{repo.name}/{os.getpid()}"
         with open(os.devnull, "w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
+                for name in ("acquire", "release"):  # warm: the first call opens the store
+                    await session.call_tool(name, {"resource": resource_name})
+                server = int(pidfile.read_text())
                 end = await anyio.to_thread.run_sync(_ready_then_start, out, go) + seconds
+                cpu = own_cpu() + process_cpu(server)
                 while time.time() < end:
                     for name in ("acquire", "release"):
-                        result = await session.call_tool(name, {"resource": resource})
+                        result = await session.call_tool(name, {"resource": resource_name})
                         if result.is_error:
                             raise SystemExit(f"{name}: {result.content}")
-                    if time.time() <= end:
-                        done += 1
-        out.write_text(str(done))
+                        writes += time.time() <= end
+                cpu = own_cpu() + process_cpu(server) - cpu
+        _tally(out, writes, cpu)
 
     anyio.run(run)
 
 
+KINDS = ("push", "cli", "library", "mcp")
+
+
 def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list[int]) -> None:
-    """Rates through one server: bare pushes, CLI cycles, library cycles, same transport."""
-    print(f"throughput through one server, {seconds:g} s per figure, workers in own clones")
-    print(f"{'transport':<20} {'workers':>7} {'bare push/s':>12} {'CLI cycle/s':>12} "
-          f"{'library cycle/s':>16} {'mcp cycle/s':>12} {'push/CLI':>9} {'push/lib':>9} "
-          f"{'push/mcp':>9}")  # fmt: skip
+    """Rates through one server: bare pushes, and the writes of acquire + release cycles
+    through the CLI, the library and ``gitlease mcp``, on the same transport; with the CPU
+    a write costs the client (each worker's, its children's)."""
+    print(f"throughput through one server, {seconds:g} s per figure, workers in own clones;",
+          load_line())  # fmt: skip
+    print("a write is one acquire or release (one push); a cycle is two writes")
+    print(f"{'transport':<20} {'workers':>7} {'push/s':>7} {'CLI w/s':>8} {'lib w/s':>8} "
+          f"{'mcp w/s':>8} {'push/CLI':>9} {'push/lib':>9} {'push/mcp':>9}   "
+          f"CPU a write (ms): push CLI lib mcp")  # fmt: skip
     rows = []
     for t, (name, (url, ssh)) in enumerate(found.items()):
         for w in counts:
-            rates = {}
-            for kind in ("push", "cli", "library", "mcp"):
+            rates, cpu = {}, {}
+            for kind in KINDS:
                 repos = [clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
                          for i in range(w)]  # fmt: skip
                 go = base / f"go-{t}-{w}-{kind}"
@@ -352,22 +391,102 @@ def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list
                     time.sleep(0.02)
                 go.write_text(str(time.time() + 0.2))  # every worker ready: start together
                 for proc in procs:
-                    proc.wait()
-                rates[kind] = sum(int(o.read_text()) for o in outs) / seconds
-            rows.append((name, w, rates))
-            ratio = {k: rates["push"] / max(rates[k], 1e-9) for k in ("cli", "library", "mcp")}
-            print(f"{name:<20} {w:>7} {rates['push']:>12.1f} {rates['cli']:>12.2f} "
-                  f"{rates['library']:>16.2f} {rates['mcp']:>12.2f} {ratio['cli']:>8.1f}x "
-                  f"{ratio['library']:>8.1f}x {ratio['mcp']:>8.1f}x", flush=True)  # fmt: skip
-    print("\n| transport | workers | bare push/s | CLI cycles/s | library cycles/s "
-          "| `gitlease mcp` cycles/s | push/CLI | push/library | push/mcp |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, w, r in rows:
-        x = {k: r["push"] / max(r[k], 1e-9) for k in ("cli", "library", "mcp")}
-        print(
-            f"| {name} | {w} | {r['push']:.1f} | {r['cli']:.2f} | {r['library']:.2f} | "
-            f"{r['mcp']:.2f} | {x['cli']:.1f}x | {x['library']:.1f}x | {x['mcp']:.1f}x |"
-        )
+                    if proc.wait() != 0:
+                        raise SystemExit(f"a {kind} worker failed")
+                tallies = [json.loads(o.read_text()) for o in outs]
+                writes = sum(t["writes"] for t in tallies)
+                rates[kind] = writes / seconds
+                cpu[kind] = sum(t["cpu"] for t in tallies) / writes if writes else None
+            rows.append((name, w, rates, cpu))
+            shown = " ".join(_ms(cpu[k]) for k in KINDS)
+            print(f"{name:<20} {w:>7} {rates['push']:>7.1f} {rates['cli']:>8.2f} "
+                  f"{rates['library']:>8.2f} {rates['mcp']:>8.2f} "
+                  f"{_per(rates, 'cli'):>9} {_per(rates, 'library'):>9} "
+                  f"{_per(rates, 'mcp'):>9}   {shown}", flush=True)  # fmt: skip
+    print("\n| transport | workers | bare push/s | CLI writes/s | library writes/s "
+          "| `gitlease mcp` writes/s | push/CLI | push/library | push/mcp "
+          "| CPU a write: push, CLI, library, mcp |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, w, r, c in rows:
+        shown = ", ".join(_ms(c[k]) for k in KINDS)
+        print(f"| {name} | {w} | {r['push']:.1f} | {r['cli']:.2f} | {r['library']:.2f} | "
+              f"{r['mcp']:.2f} | {_per(r, 'cli')} | {_per(r, 'library')} | {_per(r, 'mcp')} "
+              f"| {shown} ms |")  # fmt: skip
+
+
+def _per(rates: dict[str, float], kind: str) -> str:
+    """Bare pushes a second over writes a second (each write is one push): 1.0x is a write
+    that costs no more than a bare push."""
+    return f"{rates['push'] / rates[kind]:.1f}x" if rates[kind] else "-"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+FLOOR_IMPORTS = "import pygit2, click; from cryptography.hazmat.primitives.asymmetric import ed25519"
+PARTS = Path(__file__).resolve().parent / "parts.py"
+
+
+def profile(found: dict[str, tuple], base: Path, n: int) -> None:
+    """Where a CLI write's CPU goes, per transport, against a bare push of the same transport
+    in the same rounds: the interpreter's start, the imports (and the import floor: pygit2,
+    click, cryptography), gitlease's own Python, the push, other git processes."""
+    print("where a CLI write's CPU goes (client side: the process and its children);",
+          load_line())  # fmt: skip
+    for t, (name, (url, ssh)) in enumerate(found.items()):
+        repo = clone(url, base / f"prof-{t}", ssh, remote=url)
+        floor = Floor(clone(url, base / f"prof-floor-{t}", ssh))
+        out = base / f"prof-{t}.json"
+        samples: dict[str, list[float]] = {"pass": [], "floor": [], "push": []}
+        parts: dict[str, list[dict[str, float]]] = {"acquire": [], "release": []}
+        for i in range(n + 1):
+            for key, args in (("pass", ["-c", "pass"]), ("floor", ["-c", FLOOR_IMPORTS])):
+                cpu = own_cpu()
+                subprocess.run([sys.executable, *args], env=ENV, check=True)
+                if i:
+                    samples[key].append(own_cpu() - cpu)
+            for verb in ("acquire", "release"):
+                args = [verb, f"prof/{i}", *(("--ttl", "5m") if verb == "acquire" else ())]
+                before = own_cpu()
+                subprocess.run([sys.executable, str(PARTS), str(out), "gitlease", *args],
+                               cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
+                got = json.loads(out.read_text())
+                got["whole"] = own_cpu() - before
+                if i:
+                    parts[verb].append(got)
+            if i:
+                samples["push"].append(_push_cpu(floor, i))
+        med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+        print(f"{name}: python -c pass {med['pass']:.0f} ms, import floor {med['floor']:.0f} "
+              f"ms, bare push {med['push']:.0f} ms")  # fmt: skip
+        for verb, runs in parts.items():
+            m = {k: statistics.median(r[k] for r in runs) * 1000 for k in runs[0]}
+            own = m["cpu"] - m["cpu_start"] - m["cpu_imports"]
+            other = statistics.median(r["git_calls"] - r["pushes"] for r in runs)
+            rest = m["whole"] - m["cpu"] - m["cpu_push"] - m["cpu_git"]
+            print(f"  gitlease {verb:<8} {m['whole']:4.0f} ms = interpreter {m['cpu_start']:.0f}"
+                  f" + imports {m['cpu_imports']:.0f} + gitlease's Python {own:.0f} + push "
+                  f"{m['cpu_push']:.0f} + {other:g} other git {m['cpu_git']:.0f} + exit "
+                  f"{rest:.0f}: {m['whole'] / med['push']:.1f}x a bare push", flush=True)  # fmt: skip
+        floor_x = (med["floor"] + med["push"]) / med["push"]
+        print(f"  the floor of a process a write (the import floor, then a bare push): "
+              f"{floor_x:.1f}x a bare push")  # fmt: skip
+
+
+def _push_cpu(floor: Floor, i: int) -> float:
+    """One more bare push of the floor's ref (hash-object and push --force-with-lease): its
+    CPU, client side."""
+    cpu = own_cpu()
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=floor.repo, env=ENV,
+        input=f"{floor.ref} p{i}\n", text=True, capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    lease = f"--force-with-lease={floor.ref}:{floor.expected}"
+    subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{floor.ref}"],
+                   cwd=floor.repo, env=ENV, check=True)  # fmt: skip
+    floor.expected = blob
+    return own_cpu() - cpu
 
 
 def main() -> None:
@@ -383,6 +502,8 @@ def main() -> None:
     parser.add_argument("--throughput", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--workers", default="4,16")
     parser.add_argument("--only", default="", help="transports to keep, comma-separated")
+    parser.add_argument("--profile", action="store_true",
+                        help="where a CLI write's CPU goes, per transport (--repeat rounds)")
     options = parser.parse_args()
     n = options.repeat
     seed = make_repo()
@@ -392,9 +513,12 @@ def main() -> None:
         if options.only:
             keep = options.only.split(",")
             found = {k: v for k, v in found.items() if k in keep}
+        if options.profile:
+            profile(found, base, n)
         if options.throughput:
             counts = [int(c) for c in options.workers.split(",")]
             throughput(found, base, options.throughput, counts)
+        if options.profile or options.throughput:
             return
         table = library(found, base, n)
         whole_process(found, base, n)
