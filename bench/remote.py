@@ -16,13 +16,21 @@ A server that is not installed is left out, and named.
 
 ``--throughput SECONDS``: instead, the rate through one server from 4 and 16
 workers (processes, each in its own clone, as on separate hosts), per
-transport: acquire + release cycles a second through the CLI (two processes
-each) and through the library in one resident process each (what ``gitlease
-mcp`` runs), beside bare ``git push --force-with-lease`` a second from as many
-workers in the same run, with where a CLI cycle's time goes (``--profile``).
+transport: the writes a second (each acquire or release is one push; a cycle is
+two) through the CLI (a process a command), through the library in one
+resident process each, and through a resident ``gitlease mcp`` each (the SDK's
+client), beside bare ``git push --force-with-lease`` a second from as many
+workers, the four kinds taking turns window by window (``--rounds``); with the
+CPU a write costs its client (the worker, its processes, its server). The
+ratios are bare pushes a second over writes a second: 1.0x is a write that
+costs no more than a bare push.
+
+``--profile``: where a CLI write's CPU goes, per transport, beside a bare push
+and the import floor (pygit2, click, cryptography) of the same rounds.
 
     python bench/remote.py [--repeat 30]
-    python bench/remote.py --throughput 10 [--workers 4,16]
+    python bench/remote.py --throughput 5 [--rounds 3] [--workers 4,16] [--only file://,ssh]
+    python bench/remote.py --profile [--repeat 10]
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from common import ENV, GITLEASE, load_line, make_repo, report
 
@@ -244,23 +253,13 @@ def markdown(table: dict[str, dict[str, float]]) -> None:
         print(f"| {name} | {shown} |")
 
 
-def _ready_then_start(out: Path, go: Path) -> float:
-    """Say this worker is ready (imports done, store open); wait for the common start."""
-    out.with_suffix(".ready").touch()
-    while not go.exists():
-        time.sleep(0.005)
-    start_at = float(go.read_text() or 0)
-    while time.time() < start_at:
-        time.sleep(0.002)
-    return start_at
-
-
 TICK = os.sysconf("SC_CLK_TCK")
 
 
 def own_cpu() -> float:
     """This process's CPU and its waited-for children's (the CLI processes, git's)."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -270,48 +269,87 @@ def process_cpu(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) / TICK
 
 
-def _tally(out: Path, writes: int, cpu: float) -> None:
-    out.write_text(json.dumps({"writes": writes, "cpu": cpu}))
+class Window:
+    """One worker's windows: it waits for each round's start (a file naming a time on the
+    wall clock, shared by every worker of its kind), then counts the writes that end inside
+    the window and the CPU spent until the last of them ended."""
+
+    def __init__(self, out: Path, go: Path, seconds: float, cpu: Any) -> None:
+        self.out, self.go, self.seconds, self.cpu = out, go, seconds, cpu
+        self.round = 0
+        self.writes = 0
+        self.end = 0.0
+        self._cpu_start = self._cpu_last = 0.0
+        out.with_suffix(".ready").touch()
+
+    def start(self) -> bool:
+        """Wait for the next round: False when there is none (the coordinator said stop)."""
+        go = self.go.with_name(f"{self.go.name}-{self.round}")
+        while not go.exists():
+            time.sleep(0.005)
+        text = go.read_text()
+        if text == "stop":
+            return False
+        start_at = float(text)
+        while time.time() < start_at:
+            time.sleep(0.002)
+        self.writes, self.end = 0, start_at + self.seconds
+        self._cpu_start = self._cpu_last = self.cpu()
+        return True
+
+    def running(self) -> bool:
+        return time.time() < self.end
+
+    def wrote(self) -> None:
+        """A write ended: it counts if it ended inside the window."""
+        if time.time() <= self.end:
+            self.writes += 1
+            self._cpu_last = self.cpu()
+
+    def finish(self) -> None:
+        tally = {"writes": self.writes, "cpu": self._cpu_last - self._cpu_start}
+        self.out.with_name(f"{self.out.name}-{self.round}").write_text(json.dumps(tally))
+        self.round += 1
 
 
 def worker(kind: str, repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
-    """One worker's loop for ``seconds`` from the common start (on the wall clock, shared by
-    all, once every worker is ready): bare pushes, or acquires and releases through the CLI
-    or the library, one resource a worker. Writes how many writes (pushes) it finished inside
-    the window, and the CPU it spent there (with its children's)."""
-    writes = 0
+    """One worker: in each of its windows, bare pushes, or acquires and releases through the
+    CLI or the library, one resource a worker."""
     resource_name = f"tp/{repo.name}"
     ref = f"refs/worklease/_floor/{repo.name}"
     expected = ""
+    pushes = 0
     store = open_in(repo, url) if kind == "library" else None
-    end = _ready_then_start(out, go) + seconds
-    cpu = own_cpu()
-    while time.time() < end:
-        if kind == "push":
-            blob = subprocess.run(
-                ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
-                input=f"{ref} {writes}\n", text=True, capture_output=True, check=True,
-            ).stdout.strip()  # fmt: skip
-            lease = f"--force-with-lease={ref}:{expected}"
-            subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{ref}"],
-                           cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
-            expected = blob
-            writes += time.time() <= end  # (one that ends after the window does not count)
-            continue
-        for verb in ("acquire", "release"):
-            if kind == "cli":
-                args = (verb, resource_name, *(("--ttl", "5m") if verb == "acquire" else ()))
-                subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
+    window = Window(out, go, seconds, own_cpu)
+    while window.start():
+        while window.running():
+            if kind == "push":
+                pushes += 1
+                blob = subprocess.run(
+                    ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
+                    input=f"{ref} {pushes}\n", text=True, capture_output=True, check=True,
+                ).stdout.strip()  # fmt: skip
+                lease = f"--force-with-lease={ref}:{expected}"
+                subprocess.run(["git", "push", "-q", "--atomic", "origin", lease,
+                                f"{blob}:{ref}"], cwd=repo, env=ENV, check=True,
                                capture_output=True)  # fmt: skip
-            else:
-                from gitlease.api import lease
-
-                if verb == "acquire":
-                    lease.acquire(store, resource_name, ttl="5m", bind=False)  # type: ignore[arg-type]
+                expected = blob
+                window.wrote()
+                continue
+            for verb in ("acquire", "release"):
+                if kind == "cli":
+                    args = (verb, resource_name, *(("--ttl", "5m") if verb == "acquire" else ()))
+                    subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
+                                   capture_output=True)  # fmt: skip
                 else:
-                    lease.release(store, resource_name)  # type: ignore[arg-type]
-            writes += time.time() <= end
-    _tally(out, writes, own_cpu() - cpu)
+                    from gitlease.api import lease
+
+                    if verb == "acquire":
+                        lease.acquire(store, resource_name, ttl="5m", bind=False)  # type: ignore[arg-type]
+                    else:
+                        lease.release(store, resource_name)  # type: ignore[arg-type]
+                window.wrote()
+        window.finish()
 
 
 def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
@@ -332,7 +370,6 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
             cwd=str(repo),
             env={**ENV, "GITLEASE_REMOTE": url},
         )
-        writes = 0
         resource_name = f"tp/{repo.name}/{os.getpid()}"
         with open(os.devnull, "w") as errlog:
             async with (
@@ -343,16 +380,15 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
                 for name in ("acquire", "release"):  # warm: the first call opens the store
                     await session.call_tool(name, {"resource": resource_name})
                 server = int(pidfile.read_text())
-                end = await anyio.to_thread.run_sync(_ready_then_start, out, go) + seconds
-                cpu = own_cpu() + process_cpu(server)
-                while time.time() < end:
-                    for name in ("acquire", "release"):
-                        result = await session.call_tool(name, {"resource": resource_name})
-                        if result.is_error:
-                            raise SystemExit(f"{name}: {result.content}")
-                        writes += time.time() <= end
-                cpu = own_cpu() + process_cpu(server) - cpu
-        _tally(out, writes, cpu)
+                window = Window(out, go, seconds, lambda: own_cpu() + process_cpu(server))
+                while await anyio.to_thread.run_sync(window.start):
+                    while window.running():
+                        for name in ("acquire", "release"):
+                            result = await session.call_tool(name, {"resource": resource_name})
+                            if result.is_error:
+                                raise SystemExit(f"{name}: {result.content}")
+                            window.wrote()
+                    window.finish()
 
     anyio.run(run)
 
@@ -360,12 +396,16 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
 KINDS = ("push", "cli", "library", "mcp")
 
 
-def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list[int]) -> None:
+def throughput(
+    found: dict[str, tuple], base: Path, seconds: float, counts: list[int], rounds: int
+) -> None:
     """Rates through one server: bare pushes, and the writes of acquire + release cycles
-    through the CLI, the library and ``gitlease mcp``, on the same transport; with the CPU
-    a write costs the client (each worker's, its children's)."""
-    print(f"throughput through one server, {seconds:g} s per figure, workers in own clones;",
-          load_line())  # fmt: skip
+    through the CLI, the library and ``gitlease mcp``, on the same transport, the kinds
+    taking turns window by window (``rounds`` windows each, so that the machine's other
+    load hits them alike); with the CPU a write costs the client (each worker's, with its
+    children's)."""
+    print(f"throughput through one server, {rounds} windows of {seconds:g} s per figure, the "
+          "kinds taking turns, workers in clones of their own;", load_line())  # fmt: skip
     print("a write is one acquire or release (one push); a cycle is two writes")
     print(f"{'transport':<20} {'workers':>7} {'push/s':>7} {'CLI w/s':>8} {'lib w/s':>8} "
           f"{'mcp w/s':>8} {'push/CLI':>9} {'push/lib':>9} {'push/mcp':>9}   "
@@ -373,30 +413,21 @@ def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list
     rows = []
     for t, (name, (url, ssh)) in enumerate(found.items()):
         for w in counts:
-            rates, cpu = {}, {}
-            for kind in KINDS:
-                repos = [clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
-                         for i in range(w)]  # fmt: skip
-                go = base / f"go-{t}-{w}-{kind}"
-                procs, outs = [], []
-                for repo in repos:
-                    out = repo.with_name(repo.name + ".count")
-                    outs.append(out)
-                    procs.append(subprocess.Popen(
-                        [sys.executable, __file__, "--worker", kind, str(repo), url,
-                         str(seconds), str(out), str(go)], env=ENV))  # fmt: skip
-                while not all(o.with_suffix(".ready").exists() for o in outs):
-                    if any(p.poll() not in (None, 0) for p in procs):
-                        raise SystemExit(f"a {kind} worker failed")
-                    time.sleep(0.02)
-                go.write_text(str(time.time() + 0.2))  # every worker ready: start together
-                for proc in procs:
-                    if proc.wait() != 0:
-                        raise SystemExit(f"a {kind} worker failed")
-                tallies = [json.loads(o.read_text()) for o in outs]
-                writes = sum(t["writes"] for t in tallies)
-                rates[kind] = writes / seconds
-                cpu[kind] = sum(t["cpu"] for t in tallies) / writes if writes else None
+            procs: list[subprocess.Popen[bytes]] = []
+            outs: dict[str, list[Path]] = {k: [] for k in KINDS}
+            with contextlib.ExitStack() as stack:
+                for kind in KINDS:
+                    for i in range(w):
+                        repo = clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
+                        out = repo.with_name(repo.name + ".count")
+                        outs[kind].append(out)
+                        procs.append(subprocess.Popen(
+                            [sys.executable, __file__, "--worker", kind, str(repo), url,
+                             str(seconds), str(out), str(base / f"go-{t}-{w}-{kind}")],
+                            env=ENV))  # fmt: skip
+                        stack.callback(_stop, procs[-1])  # (on a failure: none left behind)
+                go = base / f"go-{t}-{w}"
+                rates, cpu = _rounds(go, procs, outs, seconds, rounds)
             rows.append((name, w, rates, cpu))
             shown = " ".join(_ms(cpu[k]) for k in KINDS)
             print(f"{name:<20} {w:>7} {rates['push']:>7.1f} {rates['cli']:>8.2f} "
@@ -414,6 +445,56 @@ def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list
               f"| {shown} ms |")  # fmt: skip
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait()
+
+
+def _rounds(
+    go: Path,
+    procs: list[subprocess.Popen[bytes]],
+    outs: dict[str, list[Path]],
+    seconds: float,
+    rounds: int,
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Every worker ready, then ``rounds`` windows of each kind in turn: the writes a second
+    of each kind, and the CPU a write."""
+
+    def wait(paths: list[Path], what: str) -> None:
+        while not all(p.exists() for p in paths):
+            if any(p.poll() not in (None, 0) for p in procs):
+                raise SystemExit(f"a worker failed ({what})")
+            time.sleep(0.02)
+
+    wait([o.with_suffix(".ready") for kind in KINDS for o in outs[kind]], "starting")
+    writes = {k: 0 for k in KINDS}
+    spent = {k: 0.0 for k in KINDS}
+    for r in range(rounds):
+        for kind in KINDS:
+            _say(go.with_name(f"{go.name}-{kind}-{r}"), str(time.time() + 0.2))  # together
+            tallies = [o.with_name(f"{o.name}-{r}") for o in outs[kind]]
+            wait(tallies, kind)
+            for tally in tallies:
+                got = json.loads(tally.read_text())
+                writes[kind] += got["writes"]
+                spent[kind] += got["cpu"]
+    for kind in KINDS:
+        _say(go.with_name(f"{go.name}-{kind}-{rounds}"), "stop")
+    for proc in procs:
+        if proc.wait() != 0:
+            raise SystemExit("a worker failed")
+    rates = {k: writes[k] / (seconds * rounds) for k in KINDS}
+    return rates, {k: spent[k] / writes[k] if writes[k] else None for k in KINDS}
+
+
+def _say(path: Path, text: str) -> None:
+    """Write a file whole, or not at all (a worker polls for it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _per(rates: dict[str, float], kind: str) -> str:
     """Bare pushes a second over writes a second (each write is one push): 1.0x is a write
     that costs no more than a bare push."""
@@ -424,7 +505,9 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
-FLOOR_IMPORTS = "import pygit2, click; from cryptography.hazmat.primitives.asymmetric import ed25519"
+FLOOR_IMPORTS = (
+    "import pygit2, click; from cryptography.hazmat.primitives.asymmetric import ed25519"
+)
 PARTS = Path(__file__).resolve().parent / "parts.py"
 
 
@@ -468,7 +551,8 @@ def profile(found: dict[str, tuple], base: Path, n: int) -> None:
             print(f"  gitlease {verb:<8} {m['whole']:4.0f} ms = interpreter {m['cpu_start']:.0f}"
                   f" + imports {m['cpu_imports']:.0f} + gitlease's Python {own:.0f} + push "
                   f"{m['cpu_push']:.0f} + {other:g} other git {m['cpu_git']:.0f} + exit "
-                  f"{rest:.0f}: {m['whole'] / med['push']:.1f}x a bare push", flush=True)  # fmt: skip
+                  f"{rest:.0f}: {m['whole'] / med['push']:.1f}x a bare push",
+                  flush=True)  # fmt: skip
         floor_x = (med["floor"] + med["push"]) / med["push"]
         print(f"  the floor of a process a write (the import floor, then a bare push): "
               f"{floor_x:.1f}x a bare push")  # fmt: skip
@@ -501,9 +585,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--throughput", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--workers", default="4,16")
+    parser.add_argument("--rounds", type=int, default=3, help="windows per figure (--throughput)")
     parser.add_argument("--only", default="", help="transports to keep, comma-separated")
-    parser.add_argument("--profile", action="store_true",
-                        help="where a CLI write's CPU goes, per transport (--repeat rounds)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="where a CLI write's CPU goes, per transport (--repeat rounds)",
+    )
     options = parser.parse_args()
     n = options.repeat
     seed = make_repo()
@@ -517,7 +605,7 @@ def main() -> None:
             profile(found, base, n)
         if options.throughput:
             counts = [int(c) for c in options.workers.split(",")]
-            throughput(found, base, options.throughput, counts)
+            throughput(found, base, options.throughput, counts, options.rounds)
         if options.profile or options.throughput:
             return
         table = library(found, base, n)
