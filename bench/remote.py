@@ -23,7 +23,9 @@ client), beside bare ``git push --force-with-lease`` a second from as many
 workers, the four kinds taking turns window by window (``--rounds``); with the
 CPU a write costs its client (the worker, its processes, its server). The
 ratios are bare pushes a second over writes a second: 1.0x is a write that
-costs no more than a bare push.
+costs no more than a bare push. ``--other TREE``: another gitlease source tree
+(``git archive main gitlease | tar -x -C TREE``) runs its own CLI, library and
+server workers in the same rounds, as rows "A" beside this tree's "B".
 
 ``--profile``: where a CLI write's CPU goes, per transport, beside a bare push
 and the import floor (pygit2, click, cryptography) of the same rounds.
@@ -394,16 +396,25 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
 
 
 KINDS = ("push", "cli", "library", "mcp")
+#: With ``--other TREE``: the same three kinds again, running that gitlease source tree (A).
+OTHER = ("cli@A", "library@A", "mcp@A")
 
 
 def throughput(
-    found: dict[str, tuple], base: Path, seconds: float, counts: list[int], rounds: int
+    found: dict[str, tuple],
+    base: Path,
+    seconds: float,
+    counts: list[int],
+    rounds: int,
+    other: str | None = None,
 ) -> None:
     """Rates through one server: bare pushes, and the writes of acquire + release cycles
     through the CLI, the library and ``gitlease mcp``, on the same transport, the kinds
     taking turns window by window (``rounds`` windows each, so that the machine's other
     load hits them alike); with the CPU a write costs the client (each worker's, with its
-    children's)."""
+    children's). ``other``: another gitlease source tree, whose CLI, library and server take
+    their turns too (rows "A"; this tree's are "B")."""
+    kinds = KINDS + (OTHER if other else ())
     print(f"throughput through one server, {rounds} windows of {seconds:g} s per figure, the "
           "kinds taking turns, workers in clones of their own;", load_line())  # fmt: skip
     print("a write is one acquire or release (one push); a cycle is two writes")
@@ -414,26 +425,31 @@ def throughput(
     for t, (name, (url, ssh)) in enumerate(found.items()):
         for w in counts:
             procs: list[subprocess.Popen[bytes]] = []
-            outs: dict[str, list[Path]] = {k: [] for k in KINDS}
+            outs: dict[str, list[Path]] = {k: [] for k in kinds}
             with contextlib.ExitStack() as stack:
-                for kind in KINDS:
+                for kind in kinds:
+                    tag = kind.replace("@", "-")
+                    env = {**ENV, "PYTHONPATH": other} if kind.endswith("@A") and other else ENV
                     for i in range(w):
-                        repo = clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
+                        repo = clone(url, base / f"tp-{t}-{w}-{tag}-{i}", ssh, remote=url)
                         out = repo.with_name(repo.name + ".count")
                         outs[kind].append(out)
                         procs.append(subprocess.Popen(
-                            [sys.executable, __file__, "--worker", kind, str(repo), url,
-                             str(seconds), str(out), str(base / f"go-{t}-{w}-{kind}")],
-                            env=ENV))  # fmt: skip
+                            [sys.executable, __file__, "--worker", kind.split("@")[0],
+                             str(repo), url, str(seconds), str(out),
+                             str(base / f"go-{t}-{w}-{tag}")], env=env))  # fmt: skip
                         stack.callback(_stop, procs[-1])  # (on a failure: none left behind)
-                go = base / f"go-{t}-{w}"
-                rates, cpu = _rounds(go, procs, outs, seconds, rounds)
-            rows.append((name, w, rates, cpu))
-            shown = " ".join(_ms(cpu[k]) for k in KINDS)
-            print(f"{name:<20} {w:>7} {rates['push']:>7.1f} {rates['cli']:>8.2f} "
-                  f"{rates['library']:>8.2f} {rates['mcp']:>8.2f} "
-                  f"{_per(rates, 'cli'):>9} {_per(rates, 'library'):>9} "
-                  f"{_per(rates, 'mcp'):>9}   {shown}", flush=True)  # fmt: skip
+                rates, cpu = _rounds(base / f"go-{t}-{w}", procs, outs, seconds, rounds)
+            for tree in ("", "@A") if other else ("",):
+                r = {k: rates[k + tree] if k != "push" else rates[k] for k in KINDS}
+                c = {k: cpu[k + tree] if k != "push" else cpu[k] for k in KINDS}
+                label = name + (" (A)" if tree else " (B)" if other else "")
+                rows.append((label, w, r, c))
+                shown = " ".join(_ms(c[k]) for k in KINDS)
+                print(f"{label:<20} {w:>7} {r['push']:>7.1f} {r['cli']:>8.2f} "
+                      f"{r['library']:>8.2f} {r['mcp']:>8.2f} "
+                      f"{_per(r, 'cli'):>9} {_per(r, 'library'):>9} "
+                      f"{_per(r, 'mcp'):>9}   {shown}", flush=True)  # fmt: skip
     print("\n| transport | workers | bare push/s | CLI writes/s | library writes/s "
           "| `gitlease mcp` writes/s | push/CLI | push/library | push/mcp "
           "| CPU a write: push, CLI, library, mcp |")  # fmt: skip
@@ -467,25 +483,26 @@ def _rounds(
                 raise SystemExit(f"a worker failed ({what})")
             time.sleep(0.02)
 
-    wait([o.with_suffix(".ready") for kind in KINDS for o in outs[kind]], "starting")
-    writes = {k: 0 for k in KINDS}
-    spent = {k: 0.0 for k in KINDS}
+    wait([o.with_suffix(".ready") for kind in outs for o in outs[kind]], "starting")
+    writes = {k: 0 for k in outs}
+    spent = {k: 0.0 for k in outs}
     for r in range(rounds):
-        for kind in KINDS:
-            _say(go.with_name(f"{go.name}-{kind}-{r}"), str(time.time() + 0.2))  # together
+        for kind in outs:
+            tag = kind.replace("@", "-")
+            _say(go.with_name(f"{go.name}-{tag}-{r}"), str(time.time() + 0.2))  # together
             tallies = [o.with_name(f"{o.name}-{r}") for o in outs[kind]]
             wait(tallies, kind)
             for tally in tallies:
                 got = json.loads(tally.read_text())
                 writes[kind] += got["writes"]
                 spent[kind] += got["cpu"]
-    for kind in KINDS:
-        _say(go.with_name(f"{go.name}-{kind}-{rounds}"), "stop")
+    for kind in outs:
+        _say(go.with_name(f"{go.name}-{kind.replace('@', '-')}-{rounds}"), "stop")
     for proc in procs:
         if proc.wait() != 0:
             raise SystemExit("a worker failed")
-    rates = {k: writes[k] / (seconds * rounds) for k in KINDS}
-    return rates, {k: spent[k] / writes[k] if writes[k] else None for k in KINDS}
+    rates = {k: writes[k] / (seconds * rounds) for k in outs}
+    return rates, {k: spent[k] / writes[k] if writes[k] else None for k in outs}
 
 
 def _say(path: Path, text: str) -> None:
@@ -586,6 +603,12 @@ def main() -> None:
     parser.add_argument("--throughput", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--workers", default="4,16")
     parser.add_argument("--rounds", type=int, default=3, help="windows per figure (--throughput)")
+    parser.add_argument(
+        "--other",
+        default=None,
+        metavar="TREE",
+        help="another gitlease source tree, measured in the same rounds (A)",
+    )
     parser.add_argument("--only", default="", help="transports to keep, comma-separated")
     parser.add_argument(
         "--profile",
@@ -605,7 +628,7 @@ def main() -> None:
             profile(found, base, n)
         if options.throughput:
             counts = [int(c) for c in options.workers.split(",")]
-            throughput(found, base, options.throughput, counts, options.rounds)
+            throughput(found, base, options.throughput, counts, options.rounds, options.other)
         if options.profile or options.throughput:
             return
         table = library(found, base, n)
