@@ -13,12 +13,16 @@ own for the library and the raw cycles; the server's (with the git processes it 
 the client's for `gitlease mcp`; the two processes' (with theirs) for the CLI. Needs the
 extra: pip install 'gitlease[mcp]'.
 
-    python bench/mcp.py [--repeat 30]
+    python bench/mcp.py [--repeat 30] [--other TREE]
+
+``--other TREE``: another gitlease source tree's server (``git archive main gitlease | tar
+-x -C TREE``) takes its turn too, as "mcp A".
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import resource
@@ -92,7 +96,7 @@ def raw_cycles(git_dir: Path) -> tuple[Any, Any]:
     return raw, raw_synced
 
 
-async def bench(repeat: int) -> None:
+async def bench(repeat: int, other: str | None) -> None:
     import subprocess
 
     repo = make_repo()
@@ -113,52 +117,59 @@ async def bench(repeat: int) -> None:
             if result.returncode != 0:
                 raise SystemExit(f"{args} exited {result.returncode}: {result.stderr!r}")
 
-    pidfile = repo.parent / "server.pid"
-    params = StdioServerParameters(
-        command="/bin/sh",
-        args=["-c", f'echo $$ > "{pidfile}"; exec "{PYTHON}" -m gitlease mcp'],
-        cwd=str(repo),
-        env=dict(ENV),
-    )
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
+    servers = {"mcp": dict(ENV)}
+    if other:  # the other tree's server, in a clone of its own (its receipts may differ)
+        servers["mcp A"] = {**ENV, "PYTHONPATH": other}
+    sessions: dict[str, tuple[ClientSession, int]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for name, env in servers.items():
+            where = repo if name == "mcp" else make_repo()
+            pidfile = where.parent / "server.pid"
+            params = StdioServerParameters(
+                command="/bin/sh",
+                args=["-c", f'echo $$ > "{pidfile}"; exec "{PYTHON}" -m gitlease mcp'],
+                cwd=str(where),
+                env=env,
+            )
+            errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
-            server_pid = int(pidfile.read_text())
+            sessions[name] = (session, int(pidfile.read_text()))
 
-            async def server() -> None:
-                for name, args in (
-                    ("acquire", {"resource": "bench/mcp"}),
-                    ("release", {"resource": "bench/mcp"}),
-                ):
-                    result = await session.call_tool(name, args)
-                    if result.is_error:
-                        raise SystemExit(f"{name}: {result.content}")
+        async def server(session: ClientSession) -> None:
+            for name, args in (
+                ("acquire", {"resource": "bench/mcp"}),
+                ("release", {"resource": "bench/mcp"}),
+            ):
+                result = await session.call_tool(name, args)
+                if result.is_error:
+                    raise SystemExit(f"{name}: {result.content}")
 
-            cases = ("raw", "synced", "library", "mcp", "cli")
-            samples: dict[str, list[float]] = {k: [] for k in cases}
-            cpu: dict[str, list[float]] = {k: [] for k in (*cases, "mcp client")}
-            for i in range(repeat + 1):  # round 0 warms up
-                for name in cases:
-                    start, own, kids = time.perf_counter(), time.process_time(), children_cpu()
-                    served = process_cpu(server_pid) if name == "mcp" else 0.0
+        cases = ("raw", "synced", "library", *sessions, "cli")
+        samples: dict[str, list[float]] = {k: [] for k in cases}
+        cpu: dict[str, list[float]] = {k: [] for k in (*cases, "mcp client")}
+        for i in range(repeat + 1):  # round 0 warms up
+            for name in cases:
+                start, own, kids = time.perf_counter(), time.process_time(), children_cpu()
+                pid = sessions[name][1] if name in sessions else 0
+                served = process_cpu(pid) if pid else 0.0
+                if name in sessions:
+                    await server(sessions[name][0])
+                else:
+                    {"raw": raw, "synced": raw_synced, "library": library, "cli": cli}[name]()
+                wall = time.perf_counter() - start
+                if not i:
+                    continue
+                samples[name].append(wall)
+                if name in sessions:
+                    cpu[name].append(process_cpu(pid) - served)
                     if name == "mcp":
-                        await server()
-                    else:
-                        {"raw": raw, "synced": raw_synced, "library": library, "cli": cli}[name]()
-                    wall = time.perf_counter() - start
-                    if not i:
-                        continue
-                    samples[name].append(wall)
-                    if name == "mcp":
-                        cpu["mcp"].append(process_cpu(server_pid) - served)
                         cpu["mcp client"].append(time.process_time() - own)
-                    elif name == "cli":
-                        cpu["cli"].append(children_cpu() - kids)
-                    else:
-                        cpu[name].append(time.process_time() - own)
+                elif name == "cli":
+                    cpu["cli"].append(children_cpu() - kids)
+                else:
+                    cpu[name].append(time.process_time() - own)
     print("11. acquire + release, per pair;", load_line())
     report("raw pygit2 cycle (2 blobs, 2 ref CAS)", samples["raw"])
     report("raw cycle, fsynced by libgit2", samples["synced"], samples["raw"], "raw cycle")
@@ -167,6 +178,10 @@ async def bench(repeat: int) -> None:
     report("resident gitlease mcp: acquire + release", samples["mcp"], samples["synced"],
            "fsynced raw cycle", goal=3.0)  # fmt: skip
     report("  the same", samples["mcp"], samples["library"], "the library")
+    if "mcp A" in samples:
+        report("the other tree's gitlease mcp (A)", samples["mcp A"], samples["synced"],
+               "fsynced raw cycle", goal=3.0)  # fmt: skip
+        report("  this tree's against A's", samples["mcp"], samples["mcp A"], "A")
     report("CLI: gitlease acquire + gitlease release", samples["cli"], samples["mcp"],
            "the resident server")  # fmt: skip
     # CPU (user + system): what a busy machine's waiting leaves out. The server's comes from
@@ -177,9 +192,12 @@ async def bench(repeat: int) -> None:
         ("synced", "fsynced raw cycle"),
         ("library", "library"),
         ("mcp", "gitlease mcp server (with its git processes)"),
+        ("mcp A", "the other tree's server (A)"),
         ("mcp client", "the SDK's client (this process)"),
         ("cli", "CLI, two processes (with theirs)"),
     ):
+        if not cpu[name]:
+            continue
         mean = statistics.fmean(cpu[name]) * 1000
         ratio = mean / (statistics.fmean(cpu["synced"]) * 1000)
         print(f"    {label:<46} {mean:8.2f} ms  {ratio:6.2f}x fsynced raw cycle", flush=True)
@@ -188,8 +206,14 @@ async def bench(repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument(
+        "--other",
+        default=None,
+        metavar="TREE",
+        help="another gitlease source tree's server, in the same rounds (A)",
+    )
     args = parser.parse_args()
-    anyio.run(bench, args.repeat)
+    anyio.run(bench, args.repeat, args.other)
 
 
 if __name__ == "__main__":

@@ -97,17 +97,13 @@ def _timed_write() -> None:
 
 def main() -> None:
     out, what, *args = sys.argv[1:]
-    code = 0
     if what == "gitlease":
-        from gitlease.cli import run
+        import gitlease.cli
 
         if any(a in args for a in ("acquire", "heartbeat", "release")):
             _timed_write()
         sys.argv = ["gitlease", *args]
-        try:
-            run()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+        code = gitlease.cli.main()
     else:
         from gitlease.hooks import check as hookcheck
 
@@ -117,6 +113,10 @@ def main() -> None:
     spent["code"] = code
     with open(out, "w") as f:
         json.dump(spent, f)
+    end = getattr(gitlease.cli, "_exit", None) if what == "gitlease" else None
+    if end is not None:
+        end(code)  # as the console script ends (when it can: see there)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":
