@@ -146,7 +146,11 @@ async def bench(repeat: int, other: str | None) -> None:
                 if result.is_error:
                     raise SystemExit(f"{name}: {result.content}")
 
-        cases = ("raw", "synced", "library", *sessions, "cli")
+        async def pings() -> None:  # the protocol alone: two round trips, as a pair's calls
+            for _ in range(2):
+                await sessions["mcp"][0].send_ping()
+
+        cases = ("raw", "synced", "library", "ping", *sessions, "cli")
         samples: dict[str, list[float]] = {k: [] for k in cases}
         cpu: dict[str, list[float]] = {k: [] for k in (*cases, "mcp client")}
         for i in range(repeat + 1):  # round 0 warms up
@@ -156,6 +160,8 @@ async def bench(repeat: int, other: str | None) -> None:
                 served = process_cpu(pid) if pid else 0.0
                 if name in sessions:
                     await server(sessions[name][0])
+                elif name == "ping":
+                    await pings()
                 else:
                     {"raw": raw, "synced": raw_synced, "library": library, "cli": cli}[name]()
                 wall = time.perf_counter() - start
@@ -175,6 +181,8 @@ async def bench(repeat: int, other: str | None) -> None:
     report("raw cycle, fsynced by libgit2", samples["synced"], samples["raw"], "raw cycle")
     report("library: lease.acquire + release", samples["library"], samples["synced"],
            "fsynced raw cycle")  # fmt: skip
+    report("two SDK round trips (ping) to the server", samples["ping"], samples["synced"],
+           "fsynced raw cycle")  # fmt: skip
     report("resident gitlease mcp: acquire + release", samples["mcp"], samples["synced"],
            "fsynced raw cycle", goal=3.0)  # fmt: skip
     report("  the same", samples["mcp"], samples["library"], "the library")
@@ -191,6 +199,7 @@ async def bench(repeat: int, other: str | None) -> None:
         ("raw", "raw cycle"),
         ("synced", "fsynced raw cycle"),
         ("library", "library"),
+        ("ping", "two pings (this process)"),
         ("mcp", "gitlease mcp server (with its git processes)"),
         ("mcp A", "the other tree's server (A)"),
         ("mcp client", "the SDK's client (this process)"),

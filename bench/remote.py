@@ -310,7 +310,7 @@ class Window:
 
     def finish(self) -> None:
         tally = {"writes": self.writes, "cpu": self._cpu_last - self._cpu_start}
-        self.out.with_name(f"{self.out.name}-{self.round}").write_text(json.dumps(tally))
+        _say(self.out.with_name(f"{self.out.name}-{self.round}"), json.dumps(tally))
         self.round += 1
 
 
