@@ -38,6 +38,8 @@ spent.update(cpu_start=CPU_START, cpu_imports=0.0, cpu_push=0.0, pushes=0, cpu_g
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
 _depth = [0]
 
 
