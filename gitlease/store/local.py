@@ -125,6 +125,10 @@ class Store:
         Here it always can: the transaction either committed or it did not."""
         return True
 
+    def begin_command(self) -> None:
+        """A command starts with this store, which an earlier one used (a resident server
+        keeps its stores open): nothing of that one carries over. Here: nothing to forget."""
+
     def child_env(self) -> dict[str, str]:
         """Environment for a command run under a claim, so its own gitlease calls reach this
         store the same way (a remote store names its remote; here: nothing to add)."""
