@@ -26,7 +26,6 @@ def mcp(opts: Options) -> None:
         raise UsageError(
             f"gitlease mcp needs the MCP SDK (the `mcp` package, 2.x): {INSTALL}"
         ) from None
-    from ..api.location import open_store
     from ..mcp.renewal import Renewals
     from ..mcp.server import Cli, Session, serve
     from ..mcp.warm import Warm
