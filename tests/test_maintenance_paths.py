@@ -21,7 +21,7 @@ from conftest import store_git, store_path
 
 import gitlease
 from gitlease.gitio.catfile import BatchReader
-from gitlease.maintenance import history, tombstones
+from gitlease.maintenance import history
 from gitlease.model.refname import encode
 from gitlease.state import highwater
 from gitlease.store.local import Store
@@ -115,7 +115,7 @@ def test_the_reflogs_listed_at_once_are_the_stores_list(store, repo: Path) -> No
     (logs / "gone" / "deep").mkdir(parents=True)
     (logs / "gone" / "deep" / "x.lease").write_text("")
     os.symlink(logs / "c.lease", logs / "link.lease")
-    assert tombstones.reflog_refs(store) == store.reflog_refs()
+    assert history.reflog_refs(store) == store.reflog_refs()
     assert len(store.reflog_refs()) == 5
 
 

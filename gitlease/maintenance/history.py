@@ -27,6 +27,7 @@ from ..errors import GitleaseError, StoreError
 from ..gitio.catfile import BatchReader
 from ..gitio.gitread import OID, ReflogLine, named_ids, parse_reflog
 from ..model.record import Record, parse
+from ..model.refname import PREFIX
 from ..store.local import Store
 
 #: How many resources' records are held at once (each keeps its reflog's records).
@@ -171,3 +172,23 @@ def max_revision(named: Iterable[str], records: Records) -> int:
     """The highest revision of the records among ``named`` (a reflog's ids)."""
     found = (records.get(oid) for oid in named)
     return max((r.revision for r in found if r is not None), default=0)
+
+
+def reflog_refs(store: Store) -> list[str]:
+    """:meth:`Store.reflog_refs`, listed by ``scandir``: the kind of each entry comes with
+    the listing, so a pass over a big store stats no reflog."""
+    root = store.git_dir / "logs"
+    found: list[str] = []
+    folders = [os.path.join(root, PREFIX)]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.is_file() and not entry.name.endswith(".lock"):
+                found.append(os.path.relpath(entry.path, root))
+    return sorted(found)

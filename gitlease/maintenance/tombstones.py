@@ -17,7 +17,6 @@ first pass over a big store affordable (docs/performance.md, ``prune``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from .._util import testing as _testing
@@ -25,10 +24,9 @@ from ..errors import CompareAndSwapFailed, GitleaseError, StoreError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim
 from ..model.clock import parse_rfc3339
-from ..model.refname import PREFIX
 from ..state import floors, highwater
 from ..store.local import Store
-from .history import GROUP, Kept, Records, max_revision, newest_written
+from .history import GROUP, Kept, Records, max_revision, newest_written, reflog_refs
 from .judging import RELEASED_LINE, Judged
 from .retention import GUARD_WAIT_SECONDS
 
@@ -176,23 +174,3 @@ def remove_orphan_reflogs(store: Store, refs: set[str], records: Records, busy: 
             continue
         removed += 1
     return removed
-
-
-def reflog_refs(store: Store) -> list[str]:
-    """:meth:`Store.reflog_refs`, listed by ``scandir``: the kind of each entry comes with
-    the listing, so a pass over a big store stats no reflog."""
-    root = store.git_dir / "logs"
-    found: list[str] = []
-    folders = [os.path.join(root, PREFIX)]
-    while folders:
-        folder = folders.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
-            elif entry.is_file() and not entry.name.endswith(".lock"):
-                found.append(os.path.relpath(entry.path, root))
-    return sorted(found)

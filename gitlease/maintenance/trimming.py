@@ -17,7 +17,7 @@ from ..gitio.gitread import ReflogLine, Snapshot, named_ids, parse_reflog
 from ..model.claim import Claim
 from ..store.local import Store
 from . import retention
-from .history import GROUP, Records, read_reflog
+from .history import GROUP, Records, read_reflog, reflog_refs
 from .judging import Judged
 
 
@@ -36,7 +36,10 @@ def trim_histories(
     """Cut every resource's reflog to what the policy keeps (:func:`retention.first_kept`)."""
     done = Trimmed()
     now_s = judged.now.wall_ms / 1000
-    snaps = [s for s in judged.snapshots if s.oid is not None]
+    # only a resource with a reflog has a history to cut (listed once: a reflog made since
+    # is a write's since the refs were read, with nothing old in it to drop)
+    logged = set(reflog_refs(store))
+    snaps = [s for s in judged.snapshots if s.oid is not None and s.ref in logged]
     for at in range(0, len(snaps), GROUP):
         due: list[tuple[Snapshot, Claim]] = []
         wanted: set[str] = set()  # an active claim's records back to its acquire are read
