@@ -111,8 +111,9 @@ def line(name: str, samples: list[Sample], base: list[Sample] | None = None, of:
         cpu_ratio = cpu / statistics.median(s.cpu for s in base)
         text += f"  {ratio:5.2f}x {of} (CPU {cpu_ratio:4.2f}x)"
         if goal is not None:
-            met = "met" if min(ratio, cpu_ratio) <= goal else "NOT met"
-            text += f" goal <= {goal}x: {met}"
+            verdict = [f"{what} {'met' if r <= goal else 'NOT met'}"
+                       for what, r in (("wall", ratio), ("CPU", cpu_ratio))]  # fmt: skip
+            text += f" goal <= {goal}x: {', '.join(verdict)}"
     print(text, flush=True)
 
 
