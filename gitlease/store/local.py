@@ -25,6 +25,7 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -49,6 +50,7 @@ from ..gitio.gitread import (
     parse_for_each_ref,
     parse_reflog,
     stderr_text,
+    with_settings,
 )
 from ..gitio.objects import LooseObjects
 from ..model.bootclock import stamp_foreign
@@ -818,6 +820,46 @@ class Store:
         result = self._git(*args)
         if result.returncode != 0:
             raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
+
+    def collect_garbage_trimmed(self, grace: str = GC_GRACE) -> None:
+        """:meth:`collect_garbage` for the retention pass, which has just trimmed the claims'
+        reflogs itself: git's own reflog expiry is skipped when the store keeps no other
+        reflog (``gc.reflogExpire`` and ``gc.reflogExpireUnreachable`` set to ``never`` for
+        the one ``git gc``; git then runs no ``reflog expire``).
+
+        That expiry keeps nothing of the claims' anyway (:data:`_GC_KEYS`) but rewrites
+        every reflog to say so, a lock and a rename a resource: most of a pass over a big
+        store (docs/performance.md, ``prune``). A store that holds other reflogs (a
+        repository named as the store outright) keeps git's expiry for them.
+        """
+        if self._only_claim_reflogs():
+            settings = ("gc.reflogExpire", "gc.reflogExpireUnreachable")
+            env = with_settings(git_env(self.git_dir), tuple((k, "never") for k in settings))
+        else:
+            env = git_env(self.git_dir)
+
+        def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+            try:
+                return subprocess.run(["git", *args], capture_output=True, env=env)
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+
+        bare = git("rev-parse", "--is-bare-repository").stdout.strip() == b"true"
+        result = git("gc", "--quiet", f"--prune={grace}", *([] if bare else ["--auto"]))
+        if result.returncode != 0:
+            raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
+
+    def _only_claim_reflogs(self) -> bool:
+        """Whether every reflog of the store is a claim's (under ``logs/refs/worklease``)."""
+        logs = self.git_dir / "logs"
+        try:
+            top = os.listdir(logs)
+            refs = os.listdir(logs / "refs") if "refs" in top else []
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return set(top) <= {"refs"} and set(refs) <= {PREFIX.split("/")[1]}
 
     def start_retention_if_due(self) -> None:
         """About once a day, start the retention pass in the background
