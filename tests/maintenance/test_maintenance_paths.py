@@ -1,7 +1,7 @@
 """The fast paths of ``verify`` and the retention pass give the answers of the slow ones they
 replace (docs/performance.md, ``verify`` and ``prune``).
 
-* Many blobs read in one stream (``BatchReader.read_many``) are what one read each gives.
+* Many blobs read in one stream (``BatchReader.read_answers``) are what one read each gives.
 * A reflog read once (``maintenance.history.Kept``) says where the history starts and what
   the ref held, as the store's own reads of it do, on odd reflogs too.
 * Every high-water mark read in one listing is what a read of each ref's mark gives.
@@ -45,10 +45,10 @@ def test_a_stream_of_reads_gives_what_one_read_each_gives(repo: Path) -> None:
     one, many = BatchReader(git_dir), BatchReader(git_dir)
     try:
         expected = {oid: one.read(oid) for oid in wanted}
-        got = many.read_many(wanted)
+        got = many.read_answers(wanted)
         assert got == expected
-        assert many.read_many([]) == {}
-        assert many.read_many(blobs[:2]) == {oid: expected[oid] for oid in blobs[:2]}
+        assert many.read_answers([]) == {}
+        assert many.read_answers(blobs[:2]) == {oid: expected[oid] for oid in blobs[:2]}
         assert many.read(blobs[7]) == expected[blobs[7]], "the process stays in step"
     finally:
         one.close()
