@@ -74,6 +74,13 @@ def _judge(binding: Binding, claim: Claim) -> tuple[str, bool] | None:
     return f"the claim lapsed and was replaced by claim {record.claim_id} ({owner})", True
 
 
+def bound(store: Store) -> bool:
+    """Whether this worktree holds any binding (``list`` then reads the claims whole, to
+    judge the bindings by them; an unbound worktree's ``list`` streams)."""
+    wt = store.location.worktree_git_dir
+    return wt is not None and any(True for _ in bindings(wt))
+
+
 def review(
     store: Store,
     *,

@@ -126,8 +126,15 @@ def cli() -> None:
     """
 
 
+#: Set by a process that runs many commands (``gitlease mcp``): what it keeps warm from one
+#: command to the next, the stores and the commit-hook look (:mod:`gitlease.mcp.warm`).
+resident: Any = None
+
+
 def open_store(opts: Options) -> Any:
     """The store the shared options choose."""
+    if resident is not None:
+        return resident.open_store(opts.store, opts.remote)
     from ..api.location import open_store as open_location
 
     return open_location(opts.store, remote=opts.remote)

@@ -6,12 +6,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..api.output import format_duration, printable
-from ..errors import UsageError
+from ..errors import GitleaseError, UsageError
 from . import output
 from .app import (
     KEY_HELP,
@@ -27,6 +27,9 @@ from .app import (
     resolve_resource,
 )
 from .hooks import commit_check_warning, stale_binding_warnings
+
+if TYPE_CHECKING:
+    from .. import Claim
 
 
 def _mode_note(doc: dict[str, Any]) -> str:
@@ -295,8 +298,8 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..api.reads import claims_document, list_claims
-    from ..api.stale import review
+    from ..api.reads import claims_document, iter_claims, list_claims
+    from ..api.stale import bound, review
 
     if watch:
         if opts.json or state or prefix:
@@ -308,18 +311,27 @@ def list_(
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
     store = open_store(opts)
-    claims = list_claims(store, state=state, prefix=prefix)
-    # the bindings are judged by the claims just read (the store is read once)
-    stale = [s.to_dict() for s in review(store, drop=False, claims=claims)]
-    if opts.json and not stale:  # streamed: the text of 100,000 claims is never held whole
+    stale: list[dict[str, Any]] = []
+    claims: list[Claim] | None = None
+    if bound(store):  # the bindings are judged by the claims just read (the store read once)
+        claims = list_claims(store, state=state, prefix=prefix)
+        stale = [s.to_dict() for s in review(store, drop=False, claims=claims)]
+    if opts.json and not stale:  # streamed: 100,000 claims are never held whole
         from ..api.output import gc_paused
 
+        batches = iter_claims(store, state=state, prefix=prefix) if claims is None else [claims]
         try:
             with gc_paused():
-                output.print_claims_json(c.to_dict() for c in claims)
+                output.print_sorted_claims_json(
+                    ([c.to_dict() for c in batch] for batch in batches), "resource"
+                )
+        except GitleaseError:
+            raise  # (a store that cannot be read: its own code; nothing was written yet)
         except OSError as exc:
             raise OutputFailed(exc) from None
         return None
+    if claims is None:
+        claims = list_claims(store, state=state, prefix=prefix)
     doc = claims_document(claims)
     text = None
     if not opts.json:

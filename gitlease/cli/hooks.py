@@ -171,9 +171,11 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
     if not doc.get("bound"):
         return
     from ..hooks import install as githooks
+    from . import app
 
+    look = githooks.commit_check if app.resident is None else app.resident.commit_check
     try:
-        found = githooks.commit_check(worktree)
+        found = look(worktree)
     except Exception as exc:  # the claim is taken: a failed look at the hooks must not hide it
         doc["commit_check"] = {"in_effect": None, "problems": [str(exc)], "fix": None}
         return

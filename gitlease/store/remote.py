@@ -228,6 +228,11 @@ class RemoteStore(Store):
         interrupted one did not, and only settling with ``show`` can tell."""
         return isinstance(error, (CompareAndSwapFailed, StoreError))
 
+    def begin_command(self) -> None:
+        """A new command looks afresh: a refusal settled by an earlier command's fetch
+        answers no read of this one (see :meth:`refresh`)."""
+        self._fetched_after_refusal = None
+
     def child_env(self) -> dict[str, str]:
         """The command's own gitlease calls use the same coordinator."""
         return {"GITLEASE_REMOTE": self.remote}

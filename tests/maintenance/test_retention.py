@@ -172,6 +172,80 @@ def test_a_record_that_does_not_verify_keeps_its_history_for_repair(store, repo:
     assert report.ok and "revision 5" in report.problems[0].message
 
 
+def _forge(repo: Path, ref: str, *changes: tuple[str, str]) -> str:
+    """The record at ``ref`` with ``changes`` made (its signature no longer holds), put at
+    ``ref`` by hand; the forgery's object id."""
+    oid = store_git("rev-parse", ref, cwd=repo).stdout.strip()
+    raw = store_git("cat-file", "blob", oid, cwd=repo).stdout
+    for old, new in changes:
+        assert old in raw, old
+        raw = raw.replace(old, new)
+    forged = subprocess.run(
+        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+        input=raw, text=True, capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    store_git("update-ref", ref, forged, oid, cwd=repo)
+    return forged
+
+
+def test_a_forged_tombstone_over_a_live_claim_is_never_removed(store, repo: Path) -> None:
+    """The pass looks at a record's text before it checks a signature (most records need no
+    check); a record whose text says "released long ago" is still judged before it goes:
+    a forgery over a live claim is invalid, so its ref and its history stay."""
+    for _ in range(3):
+        _cycle(store, R)
+    gitlease.acquire(store, R, ttl="10m", bind=False)
+    ref = encode(R)
+    held = store_git("cat-file", "blob", encode(R), cwd=repo).stdout
+    released_at = held.split("\nacquired-at ")[1].split("\n")[0]
+    forged = _forge(
+        repo, ref, ("\nstate held\n", "\nstate released\n"),
+        ("\nreleased-at -\n", f"\nreleased-at {released_at}\n"),
+    )  # fmt: skip
+    lines = len(_reflog(repo, R))
+    _policy(repo, historyRecords="1", historyAge="0s")
+
+    report = retain(store, older_than="0s", grace="now")
+    assert report.pruned == [] and report.expired == 0, report.to_dict()
+    assert store_git("rev-parse", ref, cwd=repo).stdout.strip() == forged
+    assert len(_reflog(repo, R)) == lines, "nothing expires from a resource verify must repair"
+    assert [p.kind for p in gitlease.verify(store).problems] == ["invalid-record"]
+
+
+def test_a_pass_judges_only_the_records_it_may_act_on(
+    worktrees: tuple[Path, Path], monkeypatch
+) -> None:
+    """Each record the pass acts on is judged (its signature checked) once, and only those:
+    with nothing else due, a pass over live claims checks none of their signatures (before,
+    every record of the store was checked, on every pass)."""
+    from gitlease.maintenance import judging
+    from gitlease.store.location import open_store
+
+    a, b = worktrees
+    for i in range(4):  # live claims whose receipts are in the other worktree
+        assert run_cli("acquire", f"live/{i}", "--ttl", "10m", cwd=b).code == 0
+        assert run_cli("heartbeat", f"live/{i}", cwd=b).code == 0
+    assert run_cli("acquire", "old/1", cwd=b).code == 0
+    assert run_cli("release", "old/1", cwd=b).code == 0
+    judged: list[str] = []
+    real = judging.judge
+
+    def counting(snap, now, *args, **kw):
+        judged.append(snap.ref)
+        return real(snap, now, *args, **kw)
+
+    monkeypatch.setattr(judging, "judge", counting)
+    monkeypatch.chdir(a)
+    report = retain(open_store(), older_than="0s", grace="now")
+    assert report.pruned == ["old/1"], report.to_dict()
+    assert judged == [encode("old/1")], "only the tombstone it removed was judged, once"
+    judged.clear()
+    report = retain(open_store(), grace="now")
+    assert judged == [] and report.pruned == [], "nothing due: no signature checked"
+    for i in range(4):
+        assert run_cli("heartbeat", f"live/{i}", cwd=b).code == 0
+
+
 # ------------------------------------------------------------------ revisions and floors
 
 

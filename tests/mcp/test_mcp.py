@@ -459,3 +459,30 @@ def test_path_scopes_through_the_tools(worktrees: tuple[Path, Path], tmp_path: P
             assert_no_token(one, two)
 
     run(scenario)
+
+
+def test_a_change_of_store_in_the_middle_of_a_session_is_followed(repo: Path, tmp_path: Path):
+    """The server keeps the store its calls opened (gitlease/mcp/warm.py) only while the
+    configuration that chose it is unchanged: after `git config gitlease.store` names
+    another, its next acquire is granted there, where the command line decides too, and
+    never in the store it used before."""
+    other = tmp_path / "other.git"
+    git("init", "-q", "--bare", str(other), cwd=tmp_path)
+
+    async def scenario() -> None:
+        async with mcp_server(repo, tmp_path) as server:
+            before = await server.ok("acquire", {"resource": "moved/1"})
+            await server.ok("show", {"resource": "moved/1"})  # (a second call: kept)
+            git("config", "gitlease.store", str(other), cwd=repo)
+            after = await server.ok("acquire", {"resource": "moved/2"})
+            assert cli_json("show", "moved/2", cwd=repo)["claim_id"] == after["claim_id"]
+            assert cli_json("where", cwd=repo)["store"] == str(other.resolve())
+            shown = await server.ok("show", {"resource": "moved/1"})
+            assert shown["state"] == "free"  # moved/1 is in the old store, not this one
+            git("config", "--unset", "gitlease.store", cwd=repo)
+            back = await server.ok("show", {"resource": "moved/1"})
+            assert back["claim_id"] == before["claim_id"] and back["state"] == "active"
+            assert cli_json("show", "moved/2", cwd=repo)["state"] == "free"
+            assert_no_token(server)
+
+    run(scenario)

@@ -1,6 +1,6 @@
 """Path scopes on claims: the record's ``paths`` line, acquire refusing overlapping scopes
 (every form, racing processes too), and ``who`` (docs/howto/path-scopes.md); through a git
-remote: tests/test_scopes_remote.py."""
+remote: tests/scopes/test_scopes_remote.py."""
 
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ if what == "hook":
     from gitlease.hooks import check as hookcheck
     out["problems"] = hookcheck.problems()
 elif what == "cli":
+    import gitlease.cli
     from gitlease.cli import run
+    gitlease.cli._exit = sys.exit  # (the CLI's own exit ends the process before this reports)
     sys.argv = ["gitlease", *sys.argv[2:]]
     try:
         run()

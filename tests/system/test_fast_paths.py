@@ -162,3 +162,54 @@ def test_the_verified_cache_holds_every_record_a_read_saw(tmp_path: Path) -> Non
     verified.save(git_dir, seen, older)
     kept = verified.load(git_dir)
     assert set(seen) <= kept and set(older) <= kept
+
+
+def test_the_json_escape_pattern_is_everything_from_del_up() -> None:
+    """Spelled as a negation (the range form cost every command 3-10 ms to compile)."""
+    import re
+
+    from gitlease.cli import output
+
+    ranged = re.compile(r"[\x7f-\U0010ffff]")
+    assert all(
+        bool(output._JSON_RAW.match(chr(c))) == bool(ranged.match(chr(c))) for c in range(0x110000)
+    )
+
+
+def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args, *a, **kw):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    return calls
+
+
+def test_acquires_look_at_the_hooks_runs_two_git_processes(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rev-parse (common dir and top at once) and the `core.hooksPath` lookup; the
+    worktrees are listed only when the hooks folder could be part of a checkout."""
+    from conftest import git, run_cli
+
+    from gitlease.hooks import install
+
+    assert run_cli("hooks", "install", cwd=repo).code == 0
+    wt = repo.parent / "wt-hooks"
+    git("worktree", "add", "-q", "-b", "hooked", str(wt), cwd=repo)
+    calls = _git_calls(monkeypatch)
+    for where in (repo, wt):
+        calls.clear()
+        found = install.commit_check(where)
+        assert found is not None and found.in_effect, found
+        assert [c[1] for c in calls] == ["rev-parse", "config"], calls
+    # a hooks folder inside the checkout: the worktrees (and its ignore rules) are asked for
+    git("config", "core.hooksPath", ".githooks", cwd=repo)
+    calls.clear()
+    found = install.commit_check(repo)
+    assert found is not None and not found.in_effect
+    assert found.location.checkout == repo
+    assert "worktree" in [c[1] for c in calls] and "check-ignore" in [c[1] for c in calls]

@@ -3,6 +3,7 @@ gitlease/_testing.py), while the test acts: a claim taken, a signal sent."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TESTING, run_cli
+from conftest import TESTING, run_cli, store_git, store_path
+
+from gitlease.model.refname import encode
 
 R = "stall/1"
 
@@ -107,3 +110,38 @@ def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
     shown = run_cli("show", R, "--json", cwd=wt).json
     assert shown["state"] != "active", f"exit {code}, yet the claim is held: {shown}"
     assert run_cli("acquire", R, "--no-bind", cwd=other).code == 0, "the claim was left behind"
+
+
+def test_a_tombstone_written_between_judging_and_removing_stays(repo: Path, tmp_path) -> None:
+    """The pass judges every old tombstone and writes their floors before it removes any:
+    a claim taken in between (the stall) keeps its ref, its record and its revision."""
+    assert run_cli("acquire", R, "--no-bind", cwd=repo).code == 0
+    assert run_cli("release", R, cwd=repo).code == 0
+    stalled = Paused("prune-tombstones", ["prune", "--older-than", "0s", "--json"], repo, tmp_path)
+    stalled.wait_paused()
+    taken = run_cli("acquire", R, "--no-bind", "--json", cwd=repo)
+    assert taken.code == 0 and taken.json["revision"] == 2, taken
+    code, out, err = stalled.go()
+    assert code == 0, (out, err)
+    assert json.loads(out)["pruned"] == [], out
+    shown = run_cli("show", R, "--json", cwd=repo).json
+    assert shown["state"] == "active" and shown["claim_id"] == taken.json["claim_id"], shown
+    assert run_cli("release", R, cwd=repo).code == 0
+    assert run_cli("acquire", R, "--no-bind", "--json", cwd=repo).json["revision"] == 3
+    assert run_cli("verify", cwd=repo).code == 0
+
+
+def test_a_ref_moved_by_hand_while_the_pass_removes_it_stays(repo: Path, tmp_path) -> None:
+    """The removal is a compare-and-swap on the tombstone that was judged: a ref that a
+    hand-run git moved meanwhile (git takes no guard of gitlease's) is not removed."""
+    assert run_cli("acquire", R, "--no-bind", cwd=repo).code == 0
+    assert run_cli("release", R, cwd=repo).code == 0
+    ref = encode(R)
+    stalled = Paused("prune-remove", ["prune", "--older-than", "0s", "--json"], repo, tmp_path)
+    stalled.wait_paused()
+    acquired = (store_path(repo) / "logs" / ref).read_text().splitlines()[0].split(" ")[1]
+    store_git("update-ref", ref, acquired, cwd=repo)  # back to the acquire's record
+    code, out, err = stalled.go()
+    assert code == 0, (out, err)
+    assert json.loads(out)["pruned"] == [], out
+    assert store_git("rev-parse", ref, cwd=repo).stdout.strip() == acquired
