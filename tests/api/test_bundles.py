@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import store_git, store_path
+from conftest import store_git
+from forged import put
 from history import assert_no_two_holders
 
 CTX = multiprocessing.get_context("fork")
@@ -52,14 +53,7 @@ def test_tampered_member_fails_the_whole_heartbeat(cli, repo: Path) -> None:
     raw = store_git("cat-file", "blob", member["oid"], cwd=repo).stdout.replace(
         '"test-agent"', '"eve"'
     )
-    forged = subprocess.run(
-        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
-        cwd=repo,
-        input=raw,
-        text=True,
-        capture_output=True,
-    ).stdout.strip()
-    store_git("update-ref", member["ref"], forged, cwd=repo)
+    put(repo, member["ref"], raw.encode())
     beat = cli("bundle", "heartbeat", got["bundle_id"], "--json")
     assert beat.code == 4 and "t/2" in beat.json["error"]["message"]
     first = cli("show", "t/1", "--json").json

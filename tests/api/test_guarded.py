@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import store_git, store_path, wait_for, wait_renewed, wait_state
+from conftest import store_git, wait_for, wait_renewed, wait_state
+from forged import put
 
 
 def gitlease_cmd() -> str:
@@ -72,16 +73,7 @@ def test_exec_stops_the_command_when_the_claim_is_lost(cli, repo: Path) -> None:
     wait_for(marker.exists, what="the command to run")
     oid = cli("show", "job/3", "--json").json["oid"]
     raw = store_git("cat-file", "blob", oid, cwd=repo).stdout.replace("revision 1", "revision 5")
-    forged = subprocess.run(
-        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
-        cwd=repo,
-        input=raw,
-        text=True,
-        capture_output=True,
-    ).stdout.strip()
-    store_git(
-        "update-ref", "refs/worklease/job/3.lease", forged, cwd=repo
-    )  # edited behind its back
+    put(repo, "refs/worklease/job/3.lease", raw.encode())  # edited behind its back
     code = proc.wait(timeout=60)  # poll 1s + TERM ignored + 5s grace, then KILL
     assert code == 4
     said = proc.stderr.read()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from commits import commit
-from conftest import git, store_git, store_path
+from conftest import git, store_git
+from forged import put
 
 R = "github/acme/api/7"
 
@@ -92,14 +93,7 @@ def test_tampered_record_and_missing_receipt_refuse(cli, worktrees) -> None:
     raw = store_git("cat-file", "blob", doc["oid"], cwd=a).stdout.replace(
         "revision 1", "revision 9"
     )
-    forged = subprocess.run(
-        ["git", f"--git-dir={store_path(a)}", "hash-object", "-w", "--stdin"],
-        cwd=a,
-        input=raw,
-        text=True,
-        capture_output=True,
-    ).stdout.strip()
-    store_git("update-ref", doc["ref"], forged, cwd=a)
+    put(a, doc["ref"], raw.encode())
     ok, err = commit(a)
     assert not ok and "signature" in err
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import TESTING, git, run_cli, wait_for
+from cutpush import drop_next_push
 from hosts import HOST_B_ENV, make_host, make_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -436,29 +437,6 @@ def test_compaction_rides_on_a_scoped_acquires_push(hosts) -> None:
 # ------------------------------------------------------------------ a push cut off
 
 
-DROP_HOOK = r"""#!/bin/sh
-mode=$(cat "$GIT_DIR/drop-push" 2>/dev/null) || exit 0
-[ "$1" = "$mode" ] || exit 0
-pid=$$
-while [ "$pid" -gt 1 ]; do
-    if tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -q '^git push '; then
-        kill -9 "$pid"; echo "$1" > "$GIT_DIR/push-dropped"; break
-    fi
-    pid=$(awk '{print $4}' /proc/$pid/stat)
-done
-rm -f "$GIT_DIR/drop-push"
-[ "$1" = prepared ] && exit 1
-exit 0
-"""
-
-
-def _drop_next_push(server: Path, when: str) -> None:
-    hook = server / "hooks" / "reference-transaction"
-    hook.write_text(DROP_HOOK)
-    hook.chmod(0o755)
-    (server / "drop-push").write_text(when)
-
-
 def _hold_fetches(host: Path) -> Path:
     """Make ``host``'s fetches (over file://) wait while the returned marker exists: a
     partition that heals when the test removes it."""
@@ -478,7 +456,7 @@ def _cut_acquire(server: Path, a: Path, resource: str, pattern: str, when: str):
     committed it, or as it was about to), its settling fetch held until the test lets it go."""
     held = _hold_fetches(a)
     held.touch()
-    _drop_next_push(server, when)
+    drop_next_push(server, when)
     cut = subprocess.Popen(
         [sys.executable, "-m", "gitlease", "acquire", resource, "--paths", pattern, "--json"],
         cwd=a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -30,6 +30,7 @@ from conftest import (
     run_cli,
     wall_clock_moved,
 )
+from cutpush import drop_next_push
 from hosts import BOOT_OFFSETS, HOST_B_ENV, git_daemon, make_host, make_server
 from racing import race
 
@@ -254,32 +255,6 @@ def test_race_for_expired_claims_on_two_hosts_has_one_winner(hosts) -> None:
 
 # ------------------------------------------------------------------ a push that is cut off
 
-# Installed as the server's reference-transaction hook: when the push is about to commit
-# ("prepared") or has committed ("committed"), SIGKILL the pushing `git push` process,
-# so the client never hears the outcome. DROP names the moment; "prepared" also aborts.
-DROP_HOOK = r"""#!/bin/sh
-mode=$(cat "$GIT_DIR/drop-push" 2>/dev/null) || exit 0
-[ "$1" = "$mode" ] || exit 0
-pid=$$
-while [ "$pid" -gt 1 ]; do
-    if tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -q '^git push '; then
-        kill -9 "$pid"; echo "$1" > "$GIT_DIR/push-dropped"; break
-    fi
-    pid=$(awk '{print $4}' /proc/$pid/stat)
-done
-rm -f "$GIT_DIR/drop-push"
-[ "$1" = prepared ] && exit 1
-exit 0
-"""
-
-
-def _drop_next_push(server: Path, when: str) -> None:
-    hook = server / "hooks" / "reference-transaction"
-    hook.write_text(DROP_HOOK)
-    hook.chmod(0o755)
-    (server / "drop-push").write_text(when)
-    (server / "push-dropped").unlink(missing_ok=True)
-
 
 def _stall_while(host: Path, key: str, program: str, *, seconds: int) -> Path:
     """Make ``host``'s origin run ``program`` (over file://) only after ``seconds`` while the
@@ -299,13 +274,13 @@ def _was_dropped(server: Path) -> bool:
 def test_a_push_cut_off_after_it_landed_is_settled_as_success(tmp_path) -> None:
     server = make_server(tmp_path)
     a = make_host(server.as_uri(), tmp_path / "host-a")
-    _drop_next_push(server, "committed")
+    drop_next_push(server, "committed")
     got = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
     assert got.code == 0, got
     assert _was_dropped(server), "the push was not cut off"
     assert remote_refs(server)[got.json["ref"]] == got.json["oid"]
     assert run_cli("check", "r/cut", cwd=a).code == 0
-    _drop_next_push(server, "committed")
+    drop_next_push(server, "committed")
     assert run_cli("heartbeat", "r/cut", cwd=a).code == 0
     assert _was_dropped(server)
     assert run_cli("release", "r/cut", cwd=a).code == 0
@@ -315,7 +290,7 @@ def test_a_push_cut_off_before_it_landed_is_ambiguous_then_settles(tmp_path) -> 
     server = make_server(tmp_path)
     a = make_host(server.as_uri(), tmp_path / "host-a")
     b = make_host(server.as_uri(), tmp_path / "host-b")
-    _drop_next_push(server, "prepared")
+    drop_next_push(server, "prepared")
     cut = run_cli("acquire", "r/cut", "--ttl", "1m", "--json", cwd=a)
     assert cut.code == 5, cut  # AMBIGUOUS: the outcome was unknown when it ended
     assert _was_dropped(server)
@@ -328,7 +303,7 @@ def test_a_push_cut_off_before_it_landed_is_ambiguous_then_settles(tmp_path) -> 
     assert retried.code == 0, retried
     assert run_cli("acquire", "r/cut", cwd=b, env=HOST_B_ENV).code == 3
     # a heartbeat cut off before landing: ambiguous, the claim still held as before
-    _drop_next_push(server, "prepared")
+    drop_next_push(server, "prepared")
     assert run_cli("heartbeat", "r/cut", cwd=a).code == 5
     assert _was_dropped(server)
     assert run_cli("check", "r/cut", cwd=a).code == 0
@@ -450,7 +425,7 @@ def test_a_remote_error_text_does_not_make_a_landed_push_look_unsent(tmp_path: P
         "#!/bin/sh\ncat >/dev/null\necho 'fatal: Could not read from remote repository.' >&2\n"
     )
     hook.chmod(0o755)
-    _drop_next_push(server, "committed")
+    drop_next_push(server, "committed")
     got = run_cli("acquire", "r/noisy", "--ttl", "1m", "--json", cwd=a)
     assert _was_dropped(server)
     assert got.code == 0, got
@@ -477,7 +452,7 @@ def test_a_release_that_landed_before_another_host_took_over_is_settled(tmp_path
     b = make_host(server.as_uri(), tmp_path / "host-b")
     slow = _stall_while(a, "uploadpack", "git-upload-pack", seconds=5)
     assert run_cli("acquire", "r/rel", "--ttl", "1m", cwd=a).code == 0
-    _drop_next_push(server, "committed")
+    drop_next_push(server, "committed")
     slow.touch()
     release = subprocess.Popen(
         [sys.executable, "-m", "gitlease", "release", "r/rel", "--json"],
@@ -519,7 +494,7 @@ def test_a_heartbeat_cut_off_while_others_took_over_twice_is_lost(tmp_path: Path
     assert run_cli("acquire", "r/chain", cwd=b, env=HOST_B_ENV).code == 3  # B's first sighting
     held = _hold_while(a, "uploadpack", "git-upload-pack")
     held.touch()
-    _drop_next_push(server, "prepared")
+    drop_next_push(server, "prepared")
     # A's heartbeat reads its clock a minute behind: as if it had stalled (SIGSTOP) for a
     # minute after it decided, its claim is live as far as it knows, and its wait for the
     # remote is bounded by that (a claim's remaining time bounds a heartbeat's network calls)

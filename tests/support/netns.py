@@ -180,23 +180,22 @@ class Network:
     def partition(self, client: int) -> None:
         """Cut ``client`` off, silently: its packets are dropped, nothing is refused."""
         self.partitioned.add(client)
-        if not self.isolated:
-            os.kill(self._forwarders[client].pid, signal.SIGSTOP)
-        elif shutil.which("iptables"):
-            subprocess.run(["ip", "netns", "exec", self.ns("s"), "iptables", "-I", "INPUT",
-                            "-s", f"10.211.{client + 1}.2", "-j", "DROP"], check=True)  # fmt: skip
-        else:
-            self._ip("link", "set", f"g{self.tag}s{client}", "down", ns=self.ns("s"))
+        self._cut(client, True)
 
     def heal(self, client: int) -> None:
         self.partitioned.discard(client)
+        self._cut(client, False)
+
+    def _cut(self, client: int, cut: bool) -> None:
         if not self.isolated:
-            os.kill(self._forwarders[client].pid, signal.SIGCONT)
+            os.kill(self._forwarders[client].pid, signal.SIGSTOP if cut else signal.SIGCONT)
         elif shutil.which("iptables"):
-            subprocess.run(["ip", "netns", "exec", self.ns("s"), "iptables", "-D", "INPUT",
-                            "-s", f"10.211.{client + 1}.2", "-j", "DROP"], check=True)  # fmt: skip
+            rule = ["INPUT", "-s", f"10.211.{client + 1}.2", "-j", "DROP"]
+            iptables = ["ip", "netns", "exec", self.ns("s"), "iptables"]
+            subprocess.run([*iptables, "-I" if cut else "-D", *rule], check=True)
         else:
-            self._ip("link", "set", f"g{self.tag}s{client}", "up", ns=self.ns("s"))
+            state = "down" if cut else "up"
+            self._ip("link", "set", f"g{self.tag}s{client}", state, ns=self.ns("s"))
 
     @property
     def how(self) -> str:
