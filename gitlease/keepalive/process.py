@@ -160,12 +160,15 @@ class _Keeping:
         return rec, refs
 
     def detach(self) -> None:
-        """Leave the caller's pipes: stdin from /dev/null, stdout and stderr to the log."""
+        """Leave the caller's pipes: stdin from /dev/null, stdout and stderr to the log.
+
+        Stdout moves last: its pipe closing is what tells the caller the keepalive has
+        detached, so everything else must already be in place when the caller looks."""
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        os.dup2(self.log_fd, 1)
         os.dup2(self.log_fd, 2)
+        os.dup2(self.log_fd, 1)
 
     def log(self, message: str) -> None:
         line = f"{rfc3339(Now.read().wall_ms)} pid {os.getpid()}: {message}\n"
