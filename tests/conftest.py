@@ -197,12 +197,16 @@ def store(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     yield open_store()
 
 
-def wait_for(predicate: Callable[[], T | None], timeout: float = 60, what: str = "") -> T:
+def wait_for(
+    predicate: Callable[[], T | None], timeout: float = 60, what: str = "", every: float = 0.05
+) -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
     For a test that waits on an event (a file appearing, a state reported, a process gone)
     rather than on a wall-clock margin: ``timeout`` is generous (tens of seconds) and is never
     reached on a healthy run, however loaded the machine; reaching it fails the test.
+    ``every``: the pause between looks (a look that runs a command costs a process start:
+    those look less often, see :data:`CLI_POLL`).
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -211,7 +215,12 @@ def wait_for(predicate: Callable[[], T | None], timeout: float = 60, what: str =
             return got
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout:g} s for {what or predicate!r}: never happened")
-        time.sleep(0.05)
+        time.sleep(every)
+
+
+#: The pause between two looks that each run the CLI (a Python process start, some 70 ms of
+#: CPU): polled every 50 ms, a wait of a TTL kept more than half a core busy on a shared one.
+CLI_POLL = 0.25
 
 
 def wait_state(cli: Callable[..., Result], resource: str, state: str, timeout: float = 60,
@@ -224,7 +233,7 @@ def wait_state(cli: Callable[..., Result], resource: str, state: str, timeout: f
         doc = got.json if got.code == 0 else None
         return doc if doc and doc.get("state") == state else None
 
-    return wait_for(shown, timeout, f"{resource} to be {state}")
+    return wait_for(shown, timeout, f"{resource} to be {state}", every=CLI_POLL)
 
 
 def taken_over(acquire: Callable[[], Result]) -> Result:
@@ -236,7 +245,7 @@ def taken_over(acquire: Callable[[], Result]) -> Result:
         assert got.code in (0, 3), got
         return got if got.code == 0 else None
 
-    return wait_for(took, what="the takeover")
+    return wait_for(took, what="the takeover", every=CLI_POLL)
 
 
 def wait_renewed(cli: Callable[..., Result], resource: str, since: dict, **kw: object) -> dict:
@@ -248,4 +257,4 @@ def wait_renewed(cli: Callable[..., Result], resource: str, since: dict, **kw: o
         doc = got.json if got.code == 0 else None
         return doc if doc and doc["expires_at"] > since["expires_at"] else None
 
-    return wait_for(shown, what=f"{resource} to be renewed")
+    return wait_for(shown, what=f"{resource} to be renewed", every=CLI_POLL)

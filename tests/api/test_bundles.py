@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import store_git
+from conftest import store_git, wait_for
 from forged import put
 from history import assert_no_two_holders
 
@@ -110,6 +110,10 @@ def test_ring_of_bundles(repo: Path) -> None:
         del round_
 
 
+#: Bundle acquirers killed with SIGKILL, each in the middle of its work.
+KILLS = 12
+
+
 @pytest.mark.slow
 def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:
     from gitlease.api import bundle
@@ -118,10 +122,12 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
 
     script = (
         "import random, sys\n"
+        "from pathlib import Path\n"
         "from gitlease.api import bundle\n"
         "from gitlease.errors import GitleaseError\n"
         "from gitlease.store.location import open_store\n"
         "s = open_store()\n"
+        "tries = Path(sys.argv[1])\n"
         "while True:\n"
         "    k = random.randrange(4)\n"
         "    try:\n"
@@ -129,17 +135,25 @@ def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None
         "                                bind=False)\n"
         "        if random.random() < 0.5: bundle.release(s, receipt=r.receipt.path)\n"
         "    except GitleaseError: pass\n"
+        "    tries.touch()\n"
     )
     rng = random.Random(3)
-    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=repo) for _ in range(3)]
-    time.sleep(1.0)
-    deadline = time.monotonic() + 6
-    while time.monotonic() < deadline:
-        time.sleep(rng.uniform(0.02, 0.25))
+    tries = [repo.parent / f"tries-{i}" for i in range(3)]
+
+    def start(i: int) -> subprocess.Popen[bytes]:
+        tries[i].unlink(missing_ok=True)
+        return subprocess.Popen([sys.executable, "-c", script, str(tries[i])], cwd=repo)
+
+    procs = [start(i) for i in range(3)]
+    # a count of kills, each landing at a random instant of a victim's work (it made a try
+    # since it started), not a number of seconds: a loaded machine only takes longer
+    for _ in range(KILLS):
         i = rng.randrange(len(procs))
+        wait_for(tries[i].exists, what="the victim to work")
+        time.sleep(rng.uniform(0.0, 0.1))
         procs[i].send_signal(signal.SIGKILL)
         procs[i].wait()
-        procs[i] = subprocess.Popen([sys.executable, "-c", script], cwd=repo)
+        procs[i] = start(i)
     for p in procs:
         p.send_signal(signal.SIGKILL)
         p.wait()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import store_git, wait_for, wait_renewed, wait_state
+from conftest import clock_ahead, store_git, wait_for, wait_renewed, wait_state
 from forged import put
 
 
@@ -200,10 +200,14 @@ def test_kill_minus_nine_of_exec_frees_the_resource_within_ttl(cli, repo: Path) 
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     last = cli("show", "job/9", "--json").json  # exec is dead: no heartbeat after this one
-    lapsed = wait_state(cli, "job/9", "expired")  # by its TTL (10 s)
+    # its TTL (10 s) later, on a boot clock moved on rather than after a sleep: lapsed
+    later = clock_ahead(11)
+    lapsed = cli("show", "job/9", "--json", env=later).json
+    assert lapsed["state"] == "expired", lapsed
     assert (lapsed["claim_id"], lapsed["revision"]) == (last["claim_id"], last["revision"])
     assert lapsed["expires_at"] == last["expires_at"], "nothing renewed it after the kill"
-    got = cli("acquire", "job/9", "--json")
+    assert cli("show", "job/9", "--json").json["oid"] == last["oid"], "nor since"
+    got = cli("acquire", "job/9", "--json", env=later)
     assert got.code == 0, got
     subprocess.run(["pkill", "-f", "sleep 59.123"], check=False)  # the orphan
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from conftest import clock_ahead, git, run_cli, wait_for
+from conftest import clock_ahead, git, run_cli, store_git, wait_for
 from mcp import ClientSession  # (the SDK: in the `test` extra, as in the `mcp` one)
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -125,6 +125,22 @@ def timeless(doc: Any) -> Any:
     return doc
 
 
+def on_change(repo: Path, resource: str, probe: Callable[[], Any]) -> Callable[[], Any]:
+    """``probe``, asked only when the claim's ref in the store moved since it was last asked
+    (a ``git rev-parse``, not a ``gitlease show``, between renewals: the wait costs little)."""
+    ref = f"refs/worklease/{resource}.lease"
+    seen: list[str | None] = [None]
+
+    def probed() -> Any:
+        oid = store_git("rev-parse", "--verify", "-q", ref, cwd=repo, check=False).stdout
+        if oid == seen[0]:
+            return None
+        seen[0] = oid
+        return probe()
+
+    return probed
+
+
 async def await_for(what: str, probe: Callable[[], Any]) -> Any:
     """conftest's ``wait_for`` in a worker thread (the event loop runs on meanwhile)."""
     return await anyio.to_thread.run_sync(lambda: wait_for(probe, PATIENCE, what))
@@ -221,7 +237,7 @@ def test_the_server_renews_its_claims(repo: Path, tmp_path: Path):
 
             # still ours, renewed again and again: renewed after its first TTL ran out (an
             # expired claim is never renewed), and a check then holds
-            await await_for("a renewal after the first TTL", renewed)
+            await await_for("a renewal after the first TTL", on_change(repo, "renew/1", renewed))
             assert (await server.ok("check", {"resource": "renew/1"}))["state"] == "active"
             # released through the server: no longer renewed (its record stays released)
             await server.ok("release", {"resource": "renew/1", "checkpoint": "done"})
@@ -243,7 +259,13 @@ def test_a_killed_server_leaves_its_claim_to_expire(repo: Path, tmp_path: Path):
                 taken.update(got)
                 await await_for(
                     "a renewal",
-                    lambda: cli_json("show", "kill/1", cwd=repo)["renewed_at"] != got["renewed_at"],
+                    on_change(
+                        repo,
+                        "kill/1",
+                        lambda: (
+                            cli_json("show", "kill/1", cwd=repo)["renewed_at"] != got["renewed_at"]
+                        ),
+                    ),
                 )
                 assert_no_token(server)
                 reached.append("renewed")

@@ -16,21 +16,24 @@ R = "edge/1"
 
 
 def test_free_does_not_offer_a_resource_whose_guard_is_held(cli, repo: Path) -> None:
+    from conftest import clock_ahead, wait_for
+
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "exec", R, "--ttl", "8s", "--", "sleep", "60"],
+        [sys.executable, "-m", "gitlease", "exec", R, "--ttl", "30s", "--", "sleep", "60"],
         cwd=repo,
         start_new_session=True,
     )
+    # past the claim's TTL (a boot clock moved on, not a sleep): only the guard keeps it
+    later = clock_ahead(31)
     try:
-        from conftest import wait_for
-
         wait_for(lambda: state(cli, R) == "active", what="exec to take the claim")
         os.kill(proc.pid, signal.SIGSTOP)  # exec keeps its guard, and its TTL runs out
-        wait_for(lambda: state(cli, R) == "expired", what="the TTL to run out")
-        assert cli("acquire", R, "--no-bind").code == 3, "the guard is held"
-        assert cli("free", R).out.strip() == "", "so free must not offer it"
-        assert cli("free", R, "edge/2").out.split() == ["edge/2"], "and offers the others"
+        assert state(cli, R, env=later) == "expired"
+        assert cli("acquire", R, "--no-bind", env=later).code == 3, "the guard is held"
+        assert cli("free", R, env=later).out.strip() == "", "so free must not offer it"
+        assert cli("free", R, "edge/2", env=later).out.split() == ["edge/2"], "and the others"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert cli("free", R).out.split() == [R], "the guard is free again at once"
+    got = cli("free", R, env=later).out.split()
+    assert got == [R], "the guard is free again at once"
