@@ -28,7 +28,6 @@ from ..model.clock import Now, format_duration, rfc3339
 from ..model.record import RELEASED, Record, SigningKey, check_text
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
-from ..state import keepers
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
 from . import ownership
@@ -114,6 +113,8 @@ def renew_claims(
 
 def _wake_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
     """Tell the keepalive processes of ``claim_refs`` to look again (their TTL changed)."""
+    from ..state import keepers  # (not on the commit check's path)
+
     try:
         kept = keepers.by_claim(store.git_dir)
     except (OSError, GitleaseError):
@@ -201,6 +202,8 @@ def _stop_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> Non
     goes on keeping them: it is woken to look now, finds this member released, drops it
     from what it keeps (and from the registry), and renews the others.
     """
+    from ..state import keepers  # (not on the commit check's path)
+
     released = {(c.ref, c.claim_id) for c in claim_refs}
     try:
         kept = keepers.live(store.git_dir)

@@ -16,7 +16,6 @@ Exit 0 lets the commit proceed; exit 1 refuses it with a message on stderr.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,20 +113,36 @@ def scope_problems(hook: str, cwd: Path | None = None) -> list[str]:
 
 
 def _require_claim(git_dir: Path) -> bool:
-    result = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(git_dir),
-            "config",
-            "--type=bool",
-            "--get",
-            "gitlease.requireClaim",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout.strip() == "true"
+    """``gitlease.requireClaim``, from the cached configuration read (no git process when
+    nothing it depends on changed)."""
+    from ..store.projects import read_config
+
+    return read_config(git_dir).require_claim
+
+
+#: The note the hook script reads to know, without a git process, that gitlease.trailers is
+#: on (gitlease/resources/gitlease-hook, step 3): kept true by every check.
+TRAILERS_NOTE = "trailers-on"
+
+
+def note_trailers(git_dir: Path) -> None:
+    """Keep ``worklease/trailers-on`` in the worktree's git dir present exactly when
+    ``gitlease.trailers`` is on. Best effort: a stale note costs one more check, never a
+    skipped one (prepare-commit-msg always checks when it is there)."""
+    from ..store.projects import read_config
+
+    note = git_dir / "worklease" / TRAILERS_NOTE
+    try:
+        on = read_config(git_dir).trailers
+    except GitleaseError:
+        return
+    try:
+        if on and not note.exists():
+            note.touch(mode=0o644)
+        elif not on and note.exists():
+            note.unlink()
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         found = problems()
     except Exception as exc:  # fail closed on anything unexpected
         found = [f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
+    _note_trailers_here()
     try:
         scoped = scope_problems(hook)
     except Exception as exc:  # fail closed on anything unexpected
@@ -154,6 +170,17 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(SCOPE_ADVICE)
     sys.stderr.write("\n".join(lines) + "\n")
     return 1
+
+
+def _note_trailers_here() -> None:
+    from ..gitio.gitdirs import find_git_dir
+
+    try:
+        found = find_git_dir(Path.cwd())
+    except (OSError, GitleaseError):
+        return
+    if found is not None and bindings_mod.bindings(found[0]):
+        note_trailers(found[0])
 
 
 def run() -> None:
