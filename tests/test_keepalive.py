@@ -1,8 +1,9 @@
-"""keepalive: a detached process renews a claim while the agent lives, and only then.
+"""keepalive: a detached keeper renews a claim while the agent lives, and only then.
 
 Real processes throughout: the watched "agent" is a real process (a ``sleep``, or
-a Python parent that runs gitlease through ``bash -c``), the keepalive is the
-real detached process, and every verdict comes from ``gitlease show``/``list``.
+a Python parent that runs gitlease through ``bash -c``), the keeper is the real
+detached process (one for every claim kept: tests/test_keeper.py), and every verdict
+comes from ``gitlease show``/``list``.
 """
 
 from __future__ import annotations
@@ -244,7 +245,11 @@ def test_detached_without_token_or_test_switches(cli, repo) -> None:
     assert stat is not None and session != os.getsid(0) and session != pid and tty == 0
     assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
     assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
-    assert os.readlink(f"/proc/{pid}/fd/1") == doc["keepalive"]["log"]
+    own_log = Path(os.readlink(f"/proc/{pid}/fd/1"))  # the keeper's own, in its private folder
+    assert own_log.name.startswith("keeper-") and own_log.stat().st_mode & 0o777 == 0o600
+    assert own_log.parent.stat().st_mode & 0o777 == 0o700
+    open_files = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert doc["keepalive"]["log"] in open_files  # the claim's log, next to its receipt
     assert os.readlink(f"/proc/{pid}/cwd") == "/"
     assert doc["keepalive"]["watching"]["pid"] == os.getpid()  # pytest: the nearest non-shell
     assert token not in Path(doc["keepalive"]["log"]).read_text()
