@@ -26,6 +26,7 @@ from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
     from ..model.claim import Claim
+    from ..store.projects import RepoConfig
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
@@ -74,6 +75,8 @@ def worktree_problems(
     from ..scopes.lookup import remember_store
 
     remember_store(git_dir, store.git_dir)  # (the scope check then needs no second look)
+    if store.location.config is not None:  # (and the trailers note none either)
+        _CONFIGS[git_dir] = store.location.config
 
     out = []
     for binding in bound:
@@ -120,6 +123,8 @@ def _require_claim(git_dir: Path) -> bool:
     return read_config(git_dir).require_claim
 
 
+#: The configuration the check read for a worktree's git dir, in this process.
+_CONFIGS: dict[Path, RepoConfig] = {}
 #: The note the hook script reads to know, without a git process, that gitlease.trailers is
 #: on (gitlease/resources/gitlease-hook, step 3): kept true by every check.
 TRAILERS_NOTE = "trailers-on"
@@ -133,9 +138,10 @@ def note_trailers(git_dir: Path) -> None:
 
     note = git_dir / "worklease" / TRAILERS_NOTE
     try:
-        on = read_config(git_dir).trailers
+        config = _CONFIGS.get(git_dir) or read_config(git_dir)
     except GitleaseError:
         return
+    on = config.trailers
     try:
         if on and not note.exists():
             note.touch(mode=0o644)
@@ -151,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     hook = args[0] if args else "pre-commit"
     for line in _testing.warnings():  # a test-only switch never changes a decision silently
         sys.stderr.write(line + "\n")
+    _CONFIGS.clear()
     try:
         found = problems()
     except Exception as exc:  # fail closed on anything unexpected

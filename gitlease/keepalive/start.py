@@ -32,13 +32,11 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util import procs as _procs
 from .._util.files import flocked
 from .._util.procs import Proc
-from ..api.bundle import BundleResult
-from ..claims import acquire as acquisition
 from ..claims import engine as core
 from ..claims import ownership
 from ..errors import AmbiguousError, GitleaseError, HeldError, LostError, StoreError, UsageError
@@ -51,6 +49,9 @@ from ..receipts.receipt import ClaimRef, Receipt, Receipted
 from ..state import keeperlink, keepers
 from ..state.keepers import Keeper
 from ..store.local import Store
+
+if TYPE_CHECKING:
+    from ..api.bundle import BundleResult
 
 DEFAULT_MAX = "4h"
 #: How long the caller waits for the keeper to take a claim (or to start).
@@ -146,6 +147,8 @@ def keep_bundle_alive(
     watch_from: int | None = None,
 ) -> BundleResult:
     """:func:`keep_alive` for every member of a bundle, renewed together."""
+    from ..api.bundle import BundleResult  # (not on a single claim's path)
+
     watched = watched_process(while_pid, watch_from=watch_from)
     limit = max_ms(max_duration)
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
@@ -162,6 +165,8 @@ def keep_acquired(
     try:
         keeper, _ = start(store, rec, list(rec.claims), watched, max_ms(max_duration))
     except BaseException as exc:
+        from ..claims import acquire as acquisition
+
         acquisition.undo_acquire(store, rec, exc)
         if isinstance(exc, GitleaseError):
             raise type(exc)(f"{exc.message}. The claim was released again") from exc

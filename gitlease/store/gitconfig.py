@@ -79,15 +79,14 @@ def read(
     call (STORE if git cannot read the configuration). ``secret(entry)``: true when that
     entry must never be written to a cache file (a credential): nothing is cached then."""
     git_dir = Path(os.path.abspath(git_dir))
-    env = git_env()
-    git = _which_git(env.get("PATH", os.defpath))
-    digest = _digest(git_dir, pattern, env, git)
+    git = _which_git()
+    digest = _digest(git_dir, pattern, git)
     path = cache_dir() / f"{digest}.json"
     cached = _lookup(path, digest, git_dir)
     if cached is not None:
         return cached
     before = time.time_ns()
-    entries = _run(git_dir, pattern, env)
+    entries = _run(git_dir, pattern, git_env())
     wanted = re.compile(pattern)
     found = [e for e in entries if wanted.fullmatch(e[2]) and keep(e)]
     if not any(secret(e) for e in found):
@@ -265,7 +264,14 @@ def _include_target(value: str, source: str | None) -> str | None:
 # ------------------------------------------------------------------ the key
 
 
-def _which_git(path: str) -> str | None:
+def _which_git() -> str | None:
+    """The ``git`` that ``PATH`` names (in a hook, git's exec path comes first: one look)."""
+    path = os.environ.get("PATH", os.defpath)
+    exec_path = os.environ.get("GIT_EXEC_PATH")
+    if exec_path and path.split(os.pathsep, 1)[0] == exec_path:
+        candidate = os.path.join(exec_path, "git")
+        if os.access(candidate, os.X_OK):
+            return candidate
     for folder in path.split(os.pathsep):
         candidate = os.path.join(folder or ".", "git")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
@@ -280,10 +286,13 @@ def _build(git: str | None) -> list[int] | None:
     return None if ident is None or len(ident) < 6 else [ident[2], ident[3]]
 
 
-def _digest(git_dir: Path, pattern: str, env: dict[str, str], git: str | None) -> str:
+def _digest(git_dir: Path, pattern: str, git: str | None) -> str:
     """A digest of what the answer depends on besides files (values never stored: a
     ``GIT_CONFIG_VALUE_n`` may be a secret)."""
-    named = {k: v for k, v in env.items() if k in _ENV or _ENV_NUMBERED.fullmatch(k)}
+    env = os.environ
+    named = {k: env[k] for k in _ENV if k in env}
+    if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
+        named.update((k, v) for k, v in env.items() if _ENV_NUMBERED.fullmatch(k))
     key = {
         "v": _VERSION,
         "git_dir": str(git_dir),
