@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""15. keepalive: starting one, and what keeping 1 or 50 claims costs in memory.
+"""16. keepalive: starting one, and what keeping 1 or 50 claims costs in memory.
 
 a. `gitlease keepalive R` as a whole process, with the keeper already running (a hand-over:
    one connect) and with none (it starts the keeper), against `gitlease check R` (the same
@@ -89,7 +89,7 @@ class Tree:
 
 
 def starts(trees: list[Tree], watched: int, n: int) -> None:
-    print("15a. gitlease keepalive, whole process;", load_line())
+    print("16a. gitlease keepalive, whole process;", load_line())
     samples: dict[str, list[float]] = {"python -c pass": []}
     for tree in trees:
         for case in ("check", "keepalive, keeper running", "keepalive, no keeper"):
@@ -165,7 +165,7 @@ print(json.dumps({"check": check, "keep": keep}))
 
 
 def library(tree: Tree, watched: int, n: int) -> None:
-    print("15b. the library's keep_alive(), keeper running;", load_line())
+    print("16b. the library's keep_alive(), keeper running;", load_line())
     got = json.loads(run([PYTHON, "-c", LIBRARY, str(watched), str(n)], tree.repo, tree.env).stdout)
     report("gitlease.check()", got["check"])
     report("gitlease.keep_alive()", got["keep"], got["check"], "check()")
@@ -175,7 +175,7 @@ IDLE = "import time, gitlease.keepalive.process, gitlease.store.location; time.s
 
 
 def memory(trees: list[Tree], watched: int, claims: int) -> None:
-    print(f"15c. PSS of the keepalive processes, 1 and {claims} claims;", load_line())
+    print(f"16c. PSS of the keepalive processes, 1 and {claims} claims;", load_line())
     idle = subprocess.Popen([PYTHON, "-c", IDLE], env=trees[-1].env)
     try:
         time.sleep(1.5)  # (imported)

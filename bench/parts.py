@@ -11,6 +11,11 @@ for ``git`` processes and how many ran, and the time inside libgit2 writes (blob
 the reference transaction), and for a keepalive the wait for the keeper (``keeper``). The
 interpreter's own start is measured apart, as ``python -c pass``. The rest of ``total`` is
 gitlease's own code.
+
+And the same in CPU time (user + system), where a busy machine's waiting would blur the
+wall time: ``cpu_start`` (this process's CPU before its own code: the interpreter's start),
+``cpu_imports``, ``cpu`` (this process's CPU in all), ``cpu_push`` and ``pushes`` (``git
+push``, with the processes it ran), ``cpu_git`` (every other git process).
 """
 
 from __future__ import annotations
@@ -18,14 +23,24 @@ from __future__ import annotations
 import time
 
 START = time.perf_counter()
+CPU_START = time.process_time()
 
 import builtins  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
+import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 spent = {"imports": 0.0, "git": 0.0, "git_calls": 0, "libgit2": 0.0, "keeper": 0.0}
+spent.update(cpu_start=CPU_START, cpu_imports=0.0, cpu_push=0.0, pushes=0, cpu_git=0.0)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 _depth = [0]
 
 
@@ -34,11 +49,12 @@ def _timed_import(real):  # type: ignore[no-untyped-def]
         if _depth[0]:
             return real(*args, **kwargs)
         _depth[0] += 1
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             return real(*args, **kwargs)
         finally:
             spent["imports"] += time.perf_counter() - started
+            spent["cpu_imports"] += time.process_time() - cpu
             _depth[0] -= 1
 
     return call
@@ -50,13 +66,18 @@ _run = subprocess.run
 
 
 def _timed_run(args, *rest, **kwargs):  # type: ignore[no-untyped-def]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _children_cpu()
     try:
         return _run(args, *rest, **kwargs)
     finally:
         if args and args[0] == "git":
             spent["git"] += time.perf_counter() - started
             spent["git_calls"] += 1
+            if "push" in args[:2]:
+                spent["cpu_push"] += _children_cpu() - cpu
+                spent["pushes"] += 1
+            else:
+                spent["cpu_git"] += _children_cpu() - cpu
 
 
 subprocess.run = _timed_run
@@ -95,27 +116,28 @@ def _timed_keeper() -> None:
 
 def main() -> None:
     out, what, *args = sys.argv[1:]
-    code = 0
     if what == "gitlease":
-        from gitlease.cli import run
+        import gitlease.cli
 
         if any(a in args for a in ("acquire", "heartbeat", "release")):
             _timed_write()
         if "keepalive" in args or "--keepalive" in args:
             _timed_keeper()
         sys.argv = ["gitlease", *args]
-        try:
-            run()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+        code = gitlease.cli.main()
     else:
         from gitlease.hooks import check as hookcheck
 
         code = hookcheck.main(args)
     spent["total"] = time.perf_counter() - START
+    spent["cpu"] = time.process_time()
     spent["code"] = code
     with open(out, "w") as f:
         json.dump(spent, f)
+    end = getattr(gitlease.cli, "_exit", None) if what == "gitlease" else None
+    if end is not None:
+        end(code)  # as the console script ends (when it can: see there)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

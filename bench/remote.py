@@ -5,7 +5,7 @@ One process, the library; the stores take turns operation by operation: the
 local store, then a remote over ``file://``, ``git daemon``, ssh (the
 distribution's sshd on 127.0.0.1), ssh sharing one connection
 (``ControlMaster``), smart HTTP (lighttpd + ``git http-backend``) and gitolite3,
-the servers started as the tests start them (``tests/servers.py``). Each
+the servers started as the tests start them (``tests/support/servers.py``). Each
 transport's floor is measured in the same rounds, on the same transport: one
 bare ``git fetch`` of a ref namespace and one bare ``git push
 --force-with-lease``. Then the whole process over ssh, as an agent runs it:
@@ -16,13 +16,23 @@ A server that is not installed is left out, and named.
 
 ``--throughput SECONDS``: instead, the rate through one server from 4 and 16
 workers (processes, each in its own clone, as on separate hosts), per
-transport: acquire + release cycles a second through the CLI (two processes
-each) and through the library in one resident process each (what ``gitlease
-mcp`` runs), beside bare ``git push --force-with-lease`` a second from as many
-workers in the same run, with where a CLI cycle's time goes (``--profile``).
+transport: the writes a second (each acquire or release is one push; a cycle is
+two) through the CLI (a process a command), through the library in one
+resident process each, and through a resident ``gitlease mcp`` each (the SDK's
+client), beside bare ``git push --force-with-lease`` a second from as many
+workers, the four kinds taking turns window by window (``--rounds``); with the
+CPU a write costs its client (the worker, its processes, its server). The
+ratios are bare pushes a second over writes a second: 1.0x is a write that
+costs no more than a bare push. ``--other TREE``: another gitlease source tree
+(``git archive main gitlease | tar -x -C TREE``) runs its own CLI, library and
+server workers in the same rounds, as rows "A" beside this tree's "B".
+
+``--profile``: where a CLI write's CPU goes, per transport, beside a bare push
+and the import floor (pygit2, click, cryptography) of the same rounds.
 
     python bench/remote.py [--repeat 30]
-    python bench/remote.py --throughput 10 [--workers 4,16]
+    python bench/remote.py --throughput 5 [--rounds 3] [--workers 4,16] [--only file://,ssh]
+    python bench/remote.py --profile [--repeat 10]
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import contextlib
 import itertools
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -39,11 +50,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from common import ENV, GITLEASE, make_repo, report
+from common import ENV, GITLEASE, load_line, make_repo, report
 
+# conftest.py and the support modules, as pyproject.toml puts them on the path for pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import servers  # tests/servers.py: the same servers as the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+import servers  # tests/support/servers.py: the same servers as the tests
 
 OPS = ("acquire", "check", "heartbeat", "show", "release")
 FLOOR_REFSPEC = "+refs/worklease/_floor/*:refs/floor/*"
@@ -243,53 +257,108 @@ def markdown(table: dict[str, dict[str, float]]) -> None:
         print(f"| {name} | {shown} |")
 
 
-def _ready_then_start(out: Path, go: Path) -> float:
-    """Say this worker is ready (imports done, store open); wait for the common start."""
-    out.with_suffix(".ready").touch()
-    while not go.exists():
-        time.sleep(0.005)
-    start_at = float(go.read_text() or 0)
-    while time.time() < start_at:
-        time.sleep(0.002)
-    return start_at
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """This process's CPU and its waited-for children's (the CLI processes, git's)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def process_cpu(pid: int) -> float:
+    """CPU of process ``pid`` with the children it waited for (a server's git processes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / TICK
+
+
+class Window:
+    """One worker's windows: it waits for each round's start (a file naming a time on the
+    wall clock, shared by every worker of its kind), then counts the writes that end inside
+    the window and the CPU spent until the last of them ended."""
+
+    def __init__(self, out: Path, go: Path, seconds: float, cpu: Any) -> None:
+        self.out, self.go, self.seconds, self.cpu = out, go, seconds, cpu
+        self.round = 0
+        self.writes = 0
+        self.end = 0.0
+        self._cpu_start = self._cpu_last = 0.0
+        out.with_suffix(".ready").touch()
+
+    def start(self) -> bool:
+        """Wait for the next round: False when there is none (the coordinator said stop)."""
+        go = self.go.with_name(f"{self.go.name}-{self.round}")
+        while not go.exists():
+            time.sleep(0.005)
+        text = go.read_text()
+        if text == "stop":
+            return False
+        start_at = float(text)
+        while time.time() < start_at:
+            time.sleep(0.002)
+        self.writes, self.end = 0, start_at + self.seconds
+        self._cpu_start = self._cpu_last = self.cpu()
+        return True
+
+    def running(self) -> bool:
+        return time.time() < self.end
+
+    def wrote(self) -> None:
+        """A write ended: it counts if it ended inside the window."""
+        if time.time() <= self.end:
+            self.writes += 1
+            self._cpu_last = self.cpu()
+
+    def finish(self) -> None:
+        tally = {"writes": self.writes, "cpu": self._cpu_last - self._cpu_start}
+        _say(self.out.with_name(f"{self.out.name}-{self.round}"), json.dumps(tally))
+        self.round += 1
 
 
 def worker(kind: str, repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
-    """One worker's loop for ``seconds`` from the common start (on the wall clock, shared by
-    all, once every worker is ready): bare pushes, CLI cycles or library cycles; writes how
-    many it finished."""
-    done = 0
-    resource = f"tp/{repo.name}"
+    """One worker: in each of its windows, bare pushes, or acquires and releases through the
+    CLI or the library, one resource a worker."""
+    resource_name = f"tp/{repo.name}"
     ref = f"refs/worklease/_floor/{repo.name}"
     expected = ""
+    pushes = 0
     store = open_in(repo, url) if kind == "library" else None
-    end = _ready_then_start(out, go) + seconds
-    while time.time() < end:
-        if kind == "push":
-            blob = subprocess.run(
-                ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
-                input=f"{ref} {done}\n", text=True, capture_output=True, check=True,
-            ).stdout.strip()  # fmt: skip
-            lease = f"--force-with-lease={ref}:{expected}"
-            subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{ref}"],
-                           cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
-            expected = blob
-        elif kind == "cli":
-            for args in (("acquire", resource, "--ttl", "5m"), ("release", resource)):
-                subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
+    window = Window(out, go, seconds, own_cpu)
+    while window.start():
+        while window.running():
+            if kind == "push":
+                pushes += 1
+                blob = subprocess.run(
+                    ["git", "hash-object", "-w", "--stdin"], cwd=repo, env=ENV,
+                    input=f"{ref} {pushes}\n", text=True, capture_output=True, check=True,
+                ).stdout.strip()  # fmt: skip
+                lease = f"--force-with-lease={ref}:{expected}"
+                subprocess.run(["git", "push", "-q", "--atomic", "origin", lease,
+                                f"{blob}:{ref}"], cwd=repo, env=ENV, check=True,
                                capture_output=True)  # fmt: skip
-        else:
-            from gitlease.api import lease
+                expected = blob
+                window.wrote()
+                continue
+            for verb in ("acquire", "release"):
+                if kind == "cli":
+                    args = (verb, resource_name, *(("--ttl", "5m") if verb == "acquire" else ()))
+                    subprocess.run([*GITLEASE, *args], cwd=repo, env=ENV, check=True,
+                                   capture_output=True)  # fmt: skip
+                else:
+                    from gitlease.api import lease
 
-            lease.acquire(store, resource, ttl="5m", bind=False)  # type: ignore[arg-type]
-            lease.release(store, resource)  # type: ignore[arg-type]
-        if time.time() <= end:  # (a cycle that ends after the window does not count)
-            done += 1
-    out.write_text(str(done))
+                    if verb == "acquire":
+                        lease.acquire(store, resource_name, ttl="5m", bind=False)  # type: ignore[arg-type]
+                    else:
+                        lease.release(store, resource_name)  # type: ignore[arg-type]
+                window.wrote()
+        window.finish()
 
 
 def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> None:
-    """As :func:`worker`, through a resident ``gitlease mcp`` in ``repo`` (the SDK's client)."""
+    """As :func:`worker`, through a resident ``gitlease mcp`` in ``repo`` (the SDK's client);
+    the CPU is the client's and the server's (with its git processes)."""
     import anyio
 
     here = Path(__file__).resolve().parent  # bench/mcp.py would shadow the SDK
@@ -298,76 +367,229 @@ def mcp_worker(repo: Path, url: str, seconds: float, out: Path, go: Path) -> Non
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     async def run() -> None:
+        pidfile = out.with_suffix(".pid")
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "gitlease", "mcp"],
+            command="/bin/sh",
+            args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m gitlease mcp'],
             cwd=str(repo),
             env={**ENV, "GITLEASE_REMOTE": url},
         )
-        done = 0
-        resource = f"tp/{repo.name}/{os.getpid()}"
+        resource_name = f"tp/{repo.name}/{os.getpid()}"
         with open(os.devnull, "w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                end = await anyio.to_thread.run_sync(_ready_then_start, out, go) + seconds
-                while time.time() < end:
-                    for name in ("acquire", "release"):
-                        result = await session.call_tool(name, {"resource": resource})
-                        if result.is_error:
-                            raise SystemExit(f"{name}: {result.content}")
-                    if time.time() <= end:
-                        done += 1
-        out.write_text(str(done))
+                for name in ("acquire", "release"):  # warm: the first call opens the store
+                    await session.call_tool(name, {"resource": resource_name})
+                server = int(pidfile.read_text())
+                window = Window(out, go, seconds, lambda: own_cpu() + process_cpu(server))
+                while await anyio.to_thread.run_sync(window.start):
+                    while window.running():
+                        for name in ("acquire", "release"):
+                            result = await session.call_tool(name, {"resource": resource_name})
+                            if result.is_error:
+                                raise SystemExit(f"{name}: {result.content}")
+                            window.wrote()
+                    window.finish()
 
     anyio.run(run)
 
 
-def throughput(found: dict[str, tuple], base: Path, seconds: float, counts: list[int]) -> None:
-    """Rates through one server: bare pushes, CLI cycles, library cycles, same transport."""
-    print(f"throughput through one server, {seconds:g} s per figure, workers in own clones")
-    print(f"{'transport':<20} {'workers':>7} {'bare push/s':>12} {'CLI cycle/s':>12} "
-          f"{'library cycle/s':>16} {'mcp cycle/s':>12} {'push/CLI':>9} {'push/lib':>9} "
-          f"{'push/mcp':>9}")  # fmt: skip
+KINDS = ("push", "cli", "library", "mcp")
+#: With ``--other TREE``: the same three kinds again, running that gitlease source tree (A).
+OTHER = ("cli@A", "library@A", "mcp@A")
+
+
+def throughput(
+    found: dict[str, tuple],
+    base: Path,
+    seconds: float,
+    counts: list[int],
+    rounds: int,
+    other: str | None = None,
+) -> None:
+    """Rates through one server: bare pushes, and the writes of acquire + release cycles
+    through the CLI, the library and ``gitlease mcp``, on the same transport, the kinds
+    taking turns window by window (``rounds`` windows each, so that the machine's other
+    load hits them alike); with the CPU a write costs the client (each worker's, with its
+    children's). ``other``: another gitlease source tree, whose CLI, library and server take
+    their turns too (rows "A"; this tree's are "B")."""
+    kinds = KINDS + (OTHER if other else ())
+    print(f"throughput through one server, {rounds} windows of {seconds:g} s per figure, the "
+          "kinds taking turns, workers in clones of their own;", load_line())  # fmt: skip
+    print("a write is one acquire or release (one push); a cycle is two writes")
+    print(f"{'transport':<20} {'workers':>7} {'push/s':>7} {'CLI w/s':>8} {'lib w/s':>8} "
+          f"{'mcp w/s':>8} {'push/CLI':>9} {'push/lib':>9} {'push/mcp':>9}   "
+          f"CPU a write (ms): push CLI lib mcp")  # fmt: skip
     rows = []
     for t, (name, (url, ssh)) in enumerate(found.items()):
         for w in counts:
-            rates = {}
-            for kind in ("push", "cli", "library", "mcp"):
-                repos = [clone(url, base / f"tp-{t}-{w}-{kind}-{i}", ssh, remote=url)
-                         for i in range(w)]  # fmt: skip
-                go = base / f"go-{t}-{w}-{kind}"
-                procs, outs = [], []
-                for repo in repos:
-                    out = repo.with_name(repo.name + ".count")
-                    outs.append(out)
-                    procs.append(subprocess.Popen(
-                        [sys.executable, __file__, "--worker", kind, str(repo), url,
-                         str(seconds), str(out), str(go)], env=ENV))  # fmt: skip
-                while not all(o.with_suffix(".ready").exists() for o in outs):
-                    if any(p.poll() not in (None, 0) for p in procs):
-                        raise SystemExit(f"a {kind} worker failed")
-                    time.sleep(0.02)
-                go.write_text(str(time.time() + 0.2))  # every worker ready: start together
-                for proc in procs:
-                    proc.wait()
-                rates[kind] = sum(int(o.read_text()) for o in outs) / seconds
-            rows.append((name, w, rates))
-            ratio = {k: rates["push"] / max(rates[k], 1e-9) for k in ("cli", "library", "mcp")}
-            print(f"{name:<20} {w:>7} {rates['push']:>12.1f} {rates['cli']:>12.2f} "
-                  f"{rates['library']:>16.2f} {rates['mcp']:>12.2f} {ratio['cli']:>8.1f}x "
-                  f"{ratio['library']:>8.1f}x {ratio['mcp']:>8.1f}x", flush=True)  # fmt: skip
-    print("\n| transport | workers | bare push/s | CLI cycles/s | library cycles/s "
-          "| `gitlease mcp` cycles/s | push/CLI | push/library | push/mcp |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, w, r in rows:
-        x = {k: r["push"] / max(r[k], 1e-9) for k in ("cli", "library", "mcp")}
-        print(
-            f"| {name} | {w} | {r['push']:.1f} | {r['cli']:.2f} | {r['library']:.2f} | "
-            f"{r['mcp']:.2f} | {x['cli']:.1f}x | {x['library']:.1f}x | {x['mcp']:.1f}x |"
-        )
+            procs: list[subprocess.Popen[bytes]] = []
+            outs: dict[str, list[Path]] = {k: [] for k in kinds}
+            with contextlib.ExitStack() as stack:
+                for kind in kinds:
+                    tag = kind.replace("@", "-")
+                    env = {**ENV, "PYTHONPATH": other} if kind.endswith("@A") and other else ENV
+                    for i in range(w):
+                        repo = clone(url, base / f"tp-{t}-{w}-{tag}-{i}", ssh, remote=url)
+                        out = repo.with_name(repo.name + ".count")
+                        outs[kind].append(out)
+                        procs.append(subprocess.Popen(
+                            [sys.executable, __file__, "--worker", kind.split("@")[0],
+                             str(repo), url, str(seconds), str(out),
+                             str(base / f"go-{t}-{w}-{tag}")], env=env))  # fmt: skip
+                        stack.callback(_stop, procs[-1])  # (on a failure: none left behind)
+                rates, cpu = _rounds(base / f"go-{t}-{w}", procs, outs, seconds, rounds)
+            for tree in ("", "@A") if other else ("",):
+                r = {k: rates[k + tree] if k != "push" else rates[k] for k in KINDS}
+                c = {k: cpu[k + tree] if k != "push" else cpu[k] for k in KINDS}
+                label = name + (" (A)" if tree else " (B)" if other else "")
+                rows.append((label, w, r, c))
+                shown = " ".join(_ms(c[k]) for k in KINDS)
+                print(f"{label:<20} {w:>7} {r['push']:>7.1f} {r['cli']:>8.2f} "
+                      f"{r['library']:>8.2f} {r['mcp']:>8.2f} "
+                      f"{_per(r, 'cli'):>9} {_per(r, 'library'):>9} "
+                      f"{_per(r, 'mcp'):>9}   {shown}", flush=True)  # fmt: skip
+    print("\n| transport | workers | bare push/s | CLI writes/s | library writes/s "
+          "| `gitlease mcp` writes/s | push/CLI | push/library | push/mcp "
+          "| CPU a write: push, CLI, library, mcp |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, w, r, c in rows:
+        shown = ", ".join(_ms(c[k]) for k in KINDS)
+        print(f"| {name} | {w} | {r['push']:.1f} | {r['cli']:.2f} | {r['library']:.2f} | "
+              f"{r['mcp']:.2f} | {_per(r, 'cli')} | {_per(r, 'library')} | {_per(r, 'mcp')} "
+              f"| {shown} ms |")  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait()
+
+
+def _rounds(
+    go: Path,
+    procs: list[subprocess.Popen[bytes]],
+    outs: dict[str, list[Path]],
+    seconds: float,
+    rounds: int,
+) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Every worker ready, then ``rounds`` windows of each kind in turn: the writes a second
+    of each kind, and the CPU a write."""
+
+    def wait(paths: list[Path], what: str) -> None:
+        while not all(p.exists() for p in paths):
+            if any(p.poll() not in (None, 0) for p in procs):
+                raise SystemExit(f"a worker failed ({what})")
+            time.sleep(0.02)
+
+    wait([o.with_suffix(".ready") for kind in outs for o in outs[kind]], "starting")
+    writes = {k: 0 for k in outs}
+    spent = {k: 0.0 for k in outs}
+    for r in range(rounds):
+        for kind in outs:
+            tag = kind.replace("@", "-")
+            _say(go.with_name(f"{go.name}-{tag}-{r}"), str(time.time() + 0.2))  # together
+            tallies = [o.with_name(f"{o.name}-{r}") for o in outs[kind]]
+            wait(tallies, kind)
+            for tally in tallies:
+                got = json.loads(tally.read_text())
+                writes[kind] += got["writes"]
+                spent[kind] += got["cpu"]
+    for kind in outs:
+        _say(go.with_name(f"{go.name}-{kind.replace('@', '-')}-{rounds}"), "stop")
+    for proc in procs:
+        if proc.wait() != 0:
+            raise SystemExit("a worker failed")
+    rates = {k: writes[k] / (seconds * rounds) for k in outs}
+    return rates, {k: spent[k] / writes[k] if writes[k] else None for k in outs}
+
+
+def _say(path: Path, text: str) -> None:
+    """Write a file whole, or not at all (a worker polls for it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _per(rates: dict[str, float], kind: str) -> str:
+    """Bare pushes a second over writes a second (each write is one push): 1.0x is a write
+    that costs no more than a bare push."""
+    return f"{rates['push'] / rates[kind]:.1f}x" if rates[kind] else "-"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+FLOOR_IMPORTS = (
+    "import pygit2, click; from cryptography.hazmat.primitives.asymmetric import ed25519"
+)
+PARTS = Path(__file__).resolve().parent / "parts.py"
+
+
+def profile(found: dict[str, tuple], base: Path, n: int) -> None:
+    """Where a CLI write's CPU goes, per transport, against a bare push of the same transport
+    in the same rounds: the interpreter's start, the imports (and the import floor: pygit2,
+    click, cryptography), gitlease's own Python, the push, other git processes."""
+    print("where a CLI write's CPU goes (client side: the process and its children);",
+          load_line())  # fmt: skip
+    for t, (name, (url, ssh)) in enumerate(found.items()):
+        repo = clone(url, base / f"prof-{t}", ssh, remote=url)
+        floor = Floor(clone(url, base / f"prof-floor-{t}", ssh))
+        out = base / f"prof-{t}.json"
+        samples: dict[str, list[float]] = {"pass": [], "floor": [], "push": []}
+        parts: dict[str, list[dict[str, float]]] = {"acquire": [], "release": []}
+        for i in range(n + 1):
+            for key, args in (("pass", ["-c", "pass"]), ("floor", ["-c", FLOOR_IMPORTS])):
+                cpu = own_cpu()
+                subprocess.run([sys.executable, *args], env=ENV, check=True)
+                if i:
+                    samples[key].append(own_cpu() - cpu)
+            for verb in ("acquire", "release"):
+                args = [verb, f"prof/{i}", *(("--ttl", "5m") if verb == "acquire" else ())]
+                before = own_cpu()
+                subprocess.run([sys.executable, str(PARTS), str(out), "gitlease", *args],
+                               cwd=repo, env=ENV, check=True, capture_output=True)  # fmt: skip
+                got = json.loads(out.read_text())
+                got["whole"] = own_cpu() - before
+                if i:
+                    parts[verb].append(got)
+            if i:
+                samples["push"].append(_push_cpu(floor, i))
+        med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+        print(f"{name}: python -c pass {med['pass']:.0f} ms, import floor {med['floor']:.0f} "
+              f"ms, bare push {med['push']:.0f} ms")  # fmt: skip
+        for verb, runs in parts.items():
+            m = {k: statistics.median(r[k] for r in runs) * 1000 for k in runs[0]}
+            own = m["cpu"] - m["cpu_start"] - m["cpu_imports"]
+            other = statistics.median(r["git_calls"] - r["pushes"] for r in runs)
+            rest = m["whole"] - m["cpu"] - m["cpu_push"] - m["cpu_git"]
+            print(f"  gitlease {verb:<8} {m['whole']:4.0f} ms = interpreter {m['cpu_start']:.0f}"
+                  f" + imports {m['cpu_imports']:.0f} + gitlease's Python {own:.0f} + push "
+                  f"{m['cpu_push']:.0f} + {other:g} other git {m['cpu_git']:.0f} + exit "
+                  f"{rest:.0f}: {m['whole'] / med['push']:.1f}x a bare push",
+                  flush=True)  # fmt: skip
+        floor_x = (med["floor"] + med["push"]) / med["push"]
+        print(f"  the floor of a process a write (the import floor, then a bare push): "
+              f"{floor_x:.1f}x a bare push")  # fmt: skip
+
+
+def _push_cpu(floor: Floor, i: int) -> float:
+    """One more bare push of the floor's ref (hash-object and push --force-with-lease): its
+    CPU, client side."""
+    cpu = own_cpu()
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=floor.repo, env=ENV,
+        input=f"{floor.ref} p{i}\n", text=True, capture_output=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    lease = f"--force-with-lease={floor.ref}:{floor.expected}"
+    subprocess.run(["git", "push", "-q", "--atomic", "origin", lease, f"{blob}:{floor.ref}"],
+                   cwd=floor.repo, env=ENV, check=True)  # fmt: skip
+    floor.expected = blob
+    return own_cpu() - cpu
 
 
 def main() -> None:
@@ -382,7 +604,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--throughput", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--workers", default="4,16")
+    parser.add_argument("--rounds", type=int, default=3, help="windows per figure (--throughput)")
+    parser.add_argument(
+        "--other",
+        default=None,
+        metavar="TREE",
+        help="another gitlease source tree, measured in the same rounds (A)",
+    )
     parser.add_argument("--only", default="", help="transports to keep, comma-separated")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="where a CLI write's CPU goes, per transport (--repeat rounds)",
+    )
     options = parser.parse_args()
     n = options.repeat
     seed = make_repo()
@@ -392,9 +626,12 @@ def main() -> None:
         if options.only:
             keep = options.only.split(",")
             found = {k: v for k, v in found.items() if k in keep}
+        if options.profile:
+            profile(found, base, n)
         if options.throughput:
             counts = [int(c) for c in options.workers.split(",")]
-            throughput(found, base, options.throughput, counts)
+            throughput(found, base, options.throughput, counts, options.rounds, options.other)
+        if options.profile or options.throughput:
             return
         table = library(found, base, n)
         whole_process(found, base, n)

@@ -3,7 +3,7 @@
 
 200 resources; each cycle is acquire, 3 heartbeats and release through the library (5
 writes); 20 rounds of a cycle per resource make 20,000 writes. With a C compiler, round r
-is written with the wall clock moved back 20 - r days (tests/wallclock.c, an LD_PRELOAD
+is written with the wall clock moved back 20 - r days (tests/support/wallclock.c, an LD_PRELOAD
 that moves CLOCK_REALTIME and nothing else), so that records and reflog lines are dated
 over 20 days as a store used every day would be; without one, everything is dated now
 and the default policy (7 days) keeps it all.
@@ -38,7 +38,7 @@ DAY = 86_400
 
 def build_shim() -> Path | None:
     out = Path(tempfile.mkdtemp(prefix="gitlease-bench-shim-")) / "libwallclock.so"
-    source = ROOT / "tests" / "wallclock.c"
+    source = ROOT / "tests" / "support" / "wallclock.c"
     try:
         made = subprocess.run(
             ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(source), "-ldl"],

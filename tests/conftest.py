@@ -16,9 +16,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import hypothesis
 import pytest
 
 T = TypeVar("T")
+
+# Hypothesis times each example (a 200 ms deadline, a "too slow" health check): on a loaded
+# machine (CI's) both fail for nothing the code did. Counts of examples stay as each test says.
+hypothesis.settings.register_profile(
+    "gitlease", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("gitlease")
 
 _HOME = Path(tempfile.mkdtemp(prefix="gitlease-test-home-"))
 (_HOME / ".gitconfig").write_text(
@@ -42,21 +50,23 @@ os.environ.update(
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What the tests use and are not tests (tests/README.md): on ``sys.path`` (pyproject.toml).
+SUPPORT = ROOT / "tests" / "support"
 #: The explicit switch without which gitlease ignores its test-only ``GITLEASE_TESTING_*``
 #: variables (gitlease/_testing.py): set with them wherever a test uses them.
 TESTING = {"GITLEASE_TESTING": "yes-i-am-a-gitlease-test"}
 #: The deliberately broken build (no locking around compare-and-swap), for the history tests:
 #: tests/support/broken_cas/sitecustomize.py, loaded through PYTHONPATH. Nothing of it ships.
-BREAK_CAS = {"PYTHONPATH": str(ROOT / "tests" / "support" / "broken_cas")}
+BREAK_CAS = {"PYTHONPATH": str(SUPPORT / "broken_cas")}
 
 
 def _build_wall_clock_shim() -> Path | None:
-    """``tests/wallclock.c`` built once per session: an LD_PRELOAD that moves the wall clock
-    and nothing else (why not libfaketime: see the file)."""
+    """``tests/support/wallclock.c`` built once per session: an LD_PRELOAD that moves the wall
+    clock and nothing else (why not libfaketime: see the file)."""
     out = _HOME / "libwallclock.so"
     try:
         built = subprocess.run(
-            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(ROOT / "tests" / "wallclock.c"),
+            ["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(SUPPORT / "wallclock.c"),
              "-ldl"],
             capture_output=True,
         )  # fmt: skip
@@ -67,15 +77,27 @@ def _build_wall_clock_shim() -> Path | None:
 
 WALL_CLOCK_SHIM = _build_wall_clock_shim()
 if WALL_CLOCK_SHIM is None and os.environ.get("GITLEASE_REQUIRE_TOOLS") == "1":
-    raise RuntimeError("GITLEASE_REQUIRE_TOOLS=1 (CI): tests/wallclock.c could not be built")
+    raise RuntimeError("GITLEASE_REQUIRE_TOOLS=1 (CI): tests/support/wallclock.c would not build")
 NEEDS_SHIM = pytest.mark.skipif(
-    WALL_CLOCK_SHIM is None, reason="a C compiler (cc) builds tests/wallclock.c: none found"
+    WALL_CLOCK_SHIM is None, reason="tests/support/wallclock.c needs a C compiler (cc): none found"
 )
 
 
 def wall_clock_moved(seconds: int) -> dict[str, str]:
     """Environment for a process whose wall clock reads ``seconds`` off; its boot clock does not."""
     return {"LD_PRELOAD": str(WALL_CLOCK_SHIM), "WALLCLOCK_OFFSET_SECONDS": str(seconds)}
+
+
+def clock_ahead(seconds: float, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: none) for a gitlease process whose boot clock, the one that judges
+    expiry and times sightings, reads ``seconds`` later than that environment's: what a
+    command will decide then, asked now. For a TTL that must have run out, instead of a sleep
+    that a loaded machine stretches; only what that process writes is stamped on the moved
+    clock. Through the test switch ``GITLEASE_TESTING_BOOT_OFFSET_MS`` (it adds to the one
+    ``env`` has, as host B's in tests/hosts.py)."""
+    env = dict(env or {})
+    offset = int(env.get("GITLEASE_TESTING_BOOT_OFFSET_MS", "0")) + round(seconds * 1000)
+    return {**env, **TESTING, "GITLEASE_TESTING_BOOT_OFFSET_MS": str(offset)}
 
 
 def git(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -7,18 +7,22 @@ copied from there, so the edit hook and the commit hook cannot disagree.
 
 Lean, like the commit check: standard library and gitlease's lean modules only; no pygit2,
 click or cryptography on this path when the binding names the record's object id
-(tests/test_agent_hooks.py checks it at run time).
+(tests/agents/test_agent_hooks.py checks it at run time).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._util.text import printable
 from ..gitio.gitdirs import find_git_dir
 from ..hooks import check as hookcheck
 from ..receipts import bindings as bindings_mod
+
+if TYPE_CHECKING:
+    from ..store.local import Store
 
 #: Under ``gitlease.requireClaim`` with no claim bound there is nothing to re-acquire.
 REQUIRE_ADVICE = (
@@ -49,7 +53,9 @@ def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> lis
     """
     from ..scopes.lookup import foreign_scope_problems
 
-    return [*hookcheck.worktree_problems(git_dir, top), *foreign_scope_problems(git_dir, paths)]
+    opened: list[Store] = []  # (the store the claim check opens, for the scope check too)
+    own = hookcheck.worktree_problems(git_dir, top, opened=opened)
+    return [*own, *foreign_scope_problems(git_dir, paths, store=opened[0] if opened else None)]
 
 
 def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:

@@ -1,6 +1,6 @@
 """Reading a harness's hook payload: which event it is, where, and which files an edit touches.
 
-The formats are the harnesses' published ones (tests/payloads/ holds an example of each,
+The formats are the harnesses' published ones (tests/support/payloads/ holds an example of each,
 with where it came from):
 
 * Claude Code: ``PreToolUse`` with ``tool_name`` ``Edit``, ``Write``, ``MultiEdit``

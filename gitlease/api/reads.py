@@ -10,16 +10,19 @@ offers it (docs/reference/exit-codes.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from .._util.value import Value, gc_paused
 from ..claims.ownership import mark_bound
-from ..errors import GitleaseError
+from ..errors import CorruptRecordError, GitleaseError
 from ..gitio.gitread import Snapshot
-from ..model.claim import Claim, corrupt_error, judge
+from ..model.bootclock import stamp_foreign
+from ..model.claim import Claim, corrupt_error, judge, timed_many, verdict
+from ..model.claim import verified as verified_record
 from ..model.clock import Now
-from ..model.record import parse
+from ..model.record import Record, parse
 from ..model.refname import encode, validate_resource
 from ..state import guards, highwater, keepers
 from ..state import verified_records as verified
@@ -49,15 +52,154 @@ def list_claims(
 
     ``refresh=False``: read what the store holds now (a remote store's mirror, which the
     caller refreshes on its own schedule: the board fetches at most every few seconds)."""
+    claims = [
+        c
+        for batch in iter_claims(store, state=state, prefix=prefix, refresh=refresh)
+        for c in batch
+    ]
+    claims.sort(key=_by_resource)
+    return claims
+
+
+def _by_resource(claim: Claim) -> str:
+    return claim.resource
+
+
+def iter_claims(
+    store: Store,
+    *,
+    state: str | None = None,
+    prefix: str | None = None,
+    refresh: bool = True,
+    batch: int = 1000,
+) -> Iterator[list[Claim]]:
+    """The claims of :func:`list_claims`, a batch at a time, in the order the store lists
+    its refs (by ref name, which is not quite the order of the resources): ``list --json``
+    of 100,000 claims holds one batch of records at a time (docs/performance.md, 5b).
+
+    Each batch is judged on a clock read after it was read. The records verified here are
+    noted in the verified-records cache once the last batch is out (a reader that stops
+    early notes nothing)."""
     if refresh:
         store.refresh()
-    claims = _judged(store, store.read_all())
-    if prefix:
-        claims = [c for c in claims if c.resource.startswith(prefix)]
-    if state:
-        claims = [c for c in claims if c.state == state]
-    claims.sort(key=lambda c: c.resource)
-    return mark_kept(store, mark_bound(store, claims))
+    git_dir = store.git_dir
+    known = verified.load(git_dir)
+    seen: list[str] = []  # the ids of every good record read, a batch's to a string
+    fresh = False
+    kept: dict[tuple[str, str], Any] | None = None
+    for snaps in store.iter_all(batch=batch, stamped=False):
+        now = Now.read()
+        with gc_paused():
+            found = [(s, verdict(s, None, known)) for s in snaps]
+            claims = timed_many(found, now, _sighting(git_dir, now))
+        good = [c.oid for c in claims if c.record is not None and c.oid]
+        if good:
+            seen.append("\n".join(good))
+            fresh = fresh or any(oid not in known for oid in good)
+        if prefix:
+            claims = [c for c in claims if c.resource.startswith(prefix)]
+        if state:
+            claims = [c for c in claims if c.state == state]
+        if not claims:
+            continue
+        if kept is None:
+            kept = keepers.by_claim(git_dir)
+        yield _kept(mark_bound(store, claims), kept)
+    if fresh:
+        verified.save(git_dir, (oid for chunk in seen for oid in chunk.split("\n")), known)
+
+
+class Listing:
+    """:func:`list_claims` of one store, kept from one look to the next (the board's).
+
+    Each look lists the refs' object ids (one ``git for-each-ref``) and reads, parses and
+    verifies only the records whose id changed since the last look
+    (:meth:`~gitlease.store.local.Store.read_all_since`; a remote's mirror is read whole,
+    and only new records are parsed). Every claim is timed afresh at every look, against
+    the clock of that look: a kept active claim whose time ran out shows ``expired``
+    without any write. What a look returns is what :func:`list_claims` returns for the
+    same refs: a ref gone is gone, a new record is verified as ``list`` verifies it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        #: By ref: the snapshot last read and what it was judged to hold: its verified
+        #: record, or the claim it makes whatever the time (invalid).
+        self._kept: dict[str, tuple[Snapshot, Record | Claim]] = {}
+        #: How many records the last look read from the store (for tests: what changed).
+        self.records_read = 0
+
+    def claims(self, *, refresh: bool = False) -> list[Claim]:
+        """Every claim now, as :func:`list_claims` (``refresh``: fetch a remote first)."""
+        store = self.store
+        if refresh:
+            store.refresh()
+        before = self._kept
+        seen = {ref: kept[0] for ref, kept in before.items()}
+        snaps = store.read_all_since(seen, stamped=False)
+        now = Now.read()
+        known: frozenset[str] | None = None
+        fresh = False
+        found: list[tuple[Snapshot, Record | Claim]] = []
+        read = 0
+        with gc_paused():
+            for snap in snaps:
+                prior = before.get(snap.ref)
+                if prior is None or prior[0].data is not snap.data:
+                    read += 1
+                if (
+                    prior is not None
+                    and prior[0].oid == snap.oid
+                    and prior[0].data == snap.data
+                    and prior[0].problem == snap.problem
+                ):
+                    found.append((snap, prior[1]))
+                    continue
+                if known is None:
+                    known = verified.load(store.git_dir)
+                got = verdict(snap, None, known)
+                fresh = fresh or (isinstance(got, Record) and snap.oid not in known)
+                found.append((snap, got))
+            claims = timed_many(found, now, _sighting(store.git_dir, now))
+        self._kept = {snap.ref: (snap, got) for snap, got in found}
+        self.records_read = read
+        if fresh and known is not None:
+            good = [c.oid for c in claims if c.record is not None and c.oid]
+            verified.save(store.git_dir, good, known)
+        claims.sort(key=_by_resource)
+        return mark_kept(store, mark_bound(store, claims))
+
+
+def _sighting(git_dir: Path, now: Now) -> Callable[[list[Snapshot]], list[Snapshot]]:
+    """First sightings from the store's own file, as the store stamps what it reads."""
+    return lambda snaps: stamp_foreign(git_dir, snaps, now)
+
+
+def read_records(store: Store, wanted: Mapping[str, tuple[str, str]]) -> dict[str, Record | None]:
+    """The records with the object ids of ``wanted`` (id -> the resource each must name and
+    the ref whose history it is), read as :meth:`~gitlease.store.local.Store.read_blobs`
+    reads them (loose ones from their files, the rest in one ``git cat-file --batch``) and
+    verified as the reads verify (a signature is checked once: the verified-records
+    cache): each a record, or None when it is missing or does not verify. For history (the
+    board's timelines): no clock is read, nothing is timed."""
+    if not wanted:
+        return {}
+    blobs = store.read_blobs(list(wanted))
+    known = verified.load(store.git_dir)
+    out: dict[str, Record | None] = {}
+    checked: list[str] = []
+    for oid, (resource, ref) in wanted.items():
+        data, problem = blobs.get(oid, (None, "missing"))
+        try:
+            record = verified_record(Snapshot(ref, oid, data, problem), resource, known)
+        except CorruptRecordError:
+            out[oid] = None
+            continue
+        out[oid] = record
+        if oid not in known:
+            checked.append(oid)
+    if checked:
+        verified.save(store.git_dir, checked, known)
+    return out
 
 
 def list_document(
@@ -280,7 +422,10 @@ def _historic(claim: Claim, successor: Claim | None) -> Claim:
 def mark_kept(store: Store, claims: list[Claim]) -> list[Claim]:
     """The claims, with ``keepalive`` set on those a live keepalive process on this host
     renews (docs/concepts.md); a process that died is never reported."""
-    kept = keepers.by_claim(store.git_dir)
+    return _kept(claims, keepers.by_claim(store.git_dir))
+
+
+def _kept(claims: list[Claim], kept: dict[tuple[str, str], Any]) -> list[Claim]:
     if not kept:
         return claims
     return [

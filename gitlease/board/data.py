@@ -10,13 +10,16 @@ too: the cache also ends when the first active claim would expire, and after
 :data:`MAX_AGE_SECONDS` whatever happens (a keepalive process that died changes
 no file).
 
-The claims are the ``list --json`` document, built by
-:func:`gitlease.api.reads.list_document`, the function ``gitlease list`` uses. A
+The claims are the ``list --json`` document, from :class:`gitlease.api.reads.Listing`:
+``gitlease list``'s claims, kept between builds, so that a build reads, parses and
+verifies only the records whose object id changed, and times every claim afresh. A
 remote store is read from its local mirror, fetched at most every
 :data:`REMOTE_REFRESH_SECONDS`. The timelines follow each record's ``previous``
-id, as ``gitlease log`` does, one level at a time for all resources at once (one
-``git cat-file --batch`` a level), and keep every record read by object id: a
-record never changes, so after a write only the new head is read.
+id, as ``gitlease log`` does, one level at a time for all resources at once
+(:func:`gitlease.api.reads.read_records`), and keep every record read by object id: a
+record never changes, so after a write only the new head is read. A build reads at
+most :data:`HISTORY_PER_BUILD` records of history (a later one at least a level): a
+new board over a large store shows its table at once, its timelines over the next polls.
 """
 
 from __future__ import annotations
@@ -25,20 +28,18 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..api.reads import claims_document, list_claims
+from ..api.reads import Listing, claims_document, read_records
 from ..errors import GitleaseError
 from ..gitio import layout
-from ..gitio.gitread import Snapshot
-from ..model.claim import Claim, judge
+from ..model.claim import Claim
 from ..model.clock import Now
-from ..model.record import RELEASED
+from ..model.record import RELEASED, Record
 from ..model.refname import PREFIX
 from ..state import keepers
-from ..state import verified_records as verified
 from ..state.waitqueue import queue_dir, waiting_for
 from ..store.local import Store
 
@@ -48,6 +49,10 @@ MAX_AGE_SECONDS = 2.0
 REMOTE_REFRESH_SECONDS = 3.0
 #: How many records of each resource's history the timeline shows, newest last.
 TIMELINE_RECORDS = 16
+#: How many records of history one build reads beyond its first level: a board that starts
+#: over a large store shows its table at once, and the timelines fill in over the next
+#: polls, a level of history (one ``git cat-file --batch``) a build.
+HISTORY_PER_BUILD = 250
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -91,15 +96,40 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
     )
 
 
+def _encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=True, separators=(",", ":"))``, its encoder made once
+    (``json.dumps`` makes one a call: most of the cost of a small value, and a board writes
+    one a timeline)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the same text, slower
+        return json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+    fallback = json.JSONEncoder().default
+    chunks = make(
+        None, fallback, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    return lambda value: "".join(chunks(value, 0))
+
+
+_json = _encoder()
+
+
 class _Built:
     """One built document and when it stops being valid."""
 
-    def __init__(self, key: tuple[Any, ...], doc: dict[str, Any], until: float) -> None:
+    def __init__(
+        self,
+        key: tuple[Any, ...],
+        doc: dict[str, Any],
+        until: float,
+        history: int,
+        timelines: dict[str, str],
+    ) -> None:
         self.key = key
         self.doc = doc
         self.until = until
         self.built = time.monotonic()
-        self.body = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        self._timelines = timelines
+        self._body: bytes | None = None
         self.etag = f'"{hash((key, self.built)) & 0xFFFFFFFFFFFF:x}"'
         #: What a later build must differ in to be news (not the times, which move anyway).
         self.same = (
@@ -109,23 +139,46 @@ class _Built:
             ),
             repr(doc["extra"]),
             doc["fetch_error"],
+            history,
         )
+
+    @property
+    def body(self) -> bytes:
+        """The document as JSON, made when first asked for (a build that is no news is
+        never written out), each timeline's text as it was made for its head record."""
+        if self._body is None:
+            doc = self.doc
+            head = {k: doc[k] for k in ("claims", "extra")}
+            tail = {k: v for k, v in doc.items() if k not in ("claims", "extra", "timelines")}
+            lines = ",".join(f"{_json(ref)}:{text}" for ref, text in self._timelines.items())
+            text = f'{_json(head)[:-1]},"timelines":{{{lines}}},{_json(tail)[1:]}'
+            self._body = text.encode("ascii")
+        return self._body
 
 
 class Board:
     """The board's data over one store: :meth:`page` for the page, :meth:`claims` for
     ``/api/claims``. Thread-safe (the server answers requests on threads)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, timelines: bool = True) -> None:
         self.store = store
+        #: ``timelines=False``: no history is read (``list --watch`` draws none).
+        self.timelines = timelines
         self._lock = threading.Lock()
         self._built: _Built | None = None
         self._fetched = 0.0
         self._fetch_error: str | None = None
-        #: Every record read for a timeline, by object id (a record never changes).
-        self._records: dict[str, Claim] = {}
-        #: The events of each head record (object id, state) drawn last time.
-        self._events: dict[tuple[str, str], list[Any]] = {}
+        #: The claims, kept between builds: only the records that changed are read again.
+        self.listing = Listing(store)
+        #: Every record read for a timeline, by object id (a record never changes); None for
+        #: one that is missing (expired by retention) or does not verify: its chain ends.
+        self._records: dict[str, Record | None] = {}
+        #: How many times history was read (a new level shows as news to the page).
+        self._history = 0
+        #: Whether some timeline still has records to read (a later build reads them).
+        self.history_pending = False
+        #: The timeline of each head record (object id, state) drawn last time, and its text.
+        self._events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -185,7 +238,7 @@ class Board:
 
     def _build(self, key: tuple[Any, ...]) -> _Built:
         started = time.monotonic()
-        found = list_claims(self.store, refresh=False)
+        found = self.listing.claims()
         claims: list[dict[str, Any]] = claims_document(found)["claims"]
         now = Now.read()
         refs = [c["ref"] for c in claims]
@@ -206,17 +259,20 @@ class Board:
             extra[c["ref"]] = info
             if c["state"] == "active" and c["expires_in"] is not None:
                 soonest = min(soonest, max(0.05, c["expires_in"]))
+        timelines, texts = self._timelines(found, claims) if self.timelines else ({}, {})
+        if self.history_pending:
+            soonest = 0.0  # the next poll reads the next level of history
         doc = {
             "claims": claims,
             "extra": extra,
-            "timelines": self._timelines(found, claims, now),
+            "timelines": timelines,
             "now_ms": now.wall_ms,
             "store": str(self.store.git_dir),
             "remote": getattr(self.store, "shown", None),
             "fetch_error": self._fetch_error,
             "summary": summary(claims),
         }
-        return _Built(key, doc, started + soonest)
+        return _Built(key, doc, started + soonest, self._history, texts)
 
     def _dead_keepers(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -229,99 +285,104 @@ class Board:
     # ------------------------------------------------------------------ timelines
 
     def _timelines(
-        self, found: list[Claim], claims: list[dict[str, Any]], now: Now
-    ) -> dict[str, Any]:
-        """Each resource's recent records, oldest first, as events for the picture."""
+        self, found: list[Claim], claims: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """Each resource's recent records, oldest first, as events for the picture; and
+        each one's JSON text (made once for its head record and state)."""
         if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(found)):
             self._records.clear()  # (records of refs long gone: a long-lived board stays small)
             self._events.clear()
-        for claim in found:  # the heads: read and judged by the listing already
+        for claim in found:  # the heads: read and verified by the listing already
             if claim.oid is not None and claim.record is not None:
-                self._records.setdefault(claim.oid, claim)
-        self._read_levels(found, now)
+                self._records.setdefault(claim.oid, claim.record)
+        if self._read_levels(found):
+            self._history += 1
+            self._events.clear()  # (drawn from fewer records than there are now)
         out: dict[str, Any] = {}
-        events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        texts: dict[str, str] = {}
+        events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
         for claim, doc in zip(found, claims, strict=True):
             if claim.oid is None or claim.record is None:
                 out[claim.ref] = {"events": [], "earlier": False}
+                texts[claim.ref] = '{"events":[],"earlier":false}'
                 continue
             key = (claim.oid, claim.state)
             made = self._events.get(key)
             if made is None:
                 chain = list(self._chain(claim.oid))
                 chain.reverse()
-                first = chain[0].record if chain else None
-                made = [_events(chain, doc), first is not None and first.previous is not None]
+                first = chain[0] if chain else None
+                line = {
+                    "events": _events(chain, doc),
+                    "earlier": first is not None and first.previous is not None,
+                }
+                made = (line, _json(line))
             events[key] = made
-            out[claim.ref] = {"events": made[0], "earlier": made[1]}
+            out[claim.ref], texts[claim.ref] = made
         self._events = events
-        return out
+        return out, texts
 
-    def _chain(self, oid: str) -> Iterator[Claim]:
+    def _chain(self, oid: str) -> Iterator[Record]:
         seen = 0
         current: str | None = oid
         while current is not None and seen < TIMELINE_RECORDS:
-            claim = self._records.get(current)
-            if claim is None:
+            record = self._records.get(current)
+            if record is None:
                 return
-            yield claim
+            yield record
             seen += 1
-            current = claim.record.previous if claim.record is not None else None
+            current = record.previous
 
-    def _read_levels(self, found: list[Claim], now: Now) -> None:
-        """Read the records not seen before, one level of ``previous`` ids at a time, for
-        all resources at once; signatures are checked once (the reads' verified cache)."""
+    def _read_levels(self, found: list[Claim]) -> bool:
+        """Read records not seen before, one level of ``previous`` ids at a time for all
+        resources at once (one ``git cat-file --batch`` a level, signatures checked once:
+        the reads' verified cache): as many levels as :data:`HISTORY_PER_BUILD` allows, and
+        at least one once the board has shown a document. Whether it read anything; sets
+        :attr:`history_pending`."""
         wanted: dict[str, tuple[str, str]] = {}
         for claim in found:
             tip = self._first_unread(claim.oid)
             if tip is not None:
                 wanted[tip] = (claim.resource, claim.ref)
-        known = verified.load(self.store.git_dir) if wanted else frozenset()
-        checked: list[str] = []
+        read = 0
         depth = 0
         while wanted and depth < TIMELINE_RECORDS:
-            blobs = self.store._cat_objects(list(wanted))
+            first_level = read == 0 and self._built is not None
+            if read + len(wanted) > HISTORY_PER_BUILD and not first_level:
+                break
+            records = read_records(self.store, wanted)
+            read += len(wanted)
             following: dict[str, tuple[str, str]] = {}
             for oid, (resource, ref) in wanted.items():
-                data, problem = blobs.get(oid, (None, "missing"))
-                if data is None:
-                    continue  # expired by retention: the kept part ends here
-                claim = judge(Snapshot(ref, oid, data, problem), now, resource, known=known)
-                self._records[oid] = claim
-                if claim.record is None:
-                    continue  # a record that does not verify names no trustworthy predecessor
-                if oid not in known:
-                    checked.append(oid)
-                prev = claim.record.previous
+                record = records.get(oid)
+                self._records[oid] = record
+                prev = record.previous if record is not None else None
                 if prev is not None and prev not in self._records:
                     following[prev] = (resource, ref)
             wanted = following
             depth += 1
-        if checked:
-            verified.save(self.store.git_dir, checked, known)
+        self.history_pending = any(self._first_unread(c.oid) is not None for c in found)
+        return read > 0
 
     def _first_unread(self, oid: str | None) -> str | None:
         """The first record of the chain from ``oid`` not read yet (within the window)."""
         depth = 0
         while oid is not None and depth < TIMELINE_RECORDS:
-            claim = self._records.get(oid)
-            if claim is None:
+            if oid not in self._records:
                 return oid
-            oid = claim.record.previous if claim.record is not None else None
+            record = self._records[oid]
+            oid = record.previous if record is not None else None
             depth += 1
         return None
 
 
-def _events(chain: list[Claim], current: dict[str, Any]) -> list[dict[str, Any]]:
+def _events(chain: list[Record], current: dict[str, Any]) -> list[dict[str, Any]]:
     """The records of one resource (oldest first) as the picture's events: when each was
     written, what it did (acquired, renewed, released, taken over), until when it held.
     Times are the records' own RFC 3339 texts (the page reads them)."""
     events: list[dict[str, Any]] = []
     previous = None
-    for claim in chain:
-        r = claim.record
-        if r is None:
-            continue
+    for r in chain:
         if r.state == RELEASED:
             kind, at = "released", r.released_at
         elif previous is not None and previous.claim_id == r.claim_id:

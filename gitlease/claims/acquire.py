@@ -27,8 +27,8 @@ from ..scopes import index as scope_index
 from ..state import highwater
 from ..state.waitqueue import Line
 from ..store.local import Store
+from . import bookkeeping, ownership
 from . import interrupts as window
-from . import ownership
 from .engine import guards, release_claims, with_cas_retry, write_signed
 from .request import AcquireRequest
 from .waiting import Waiting, retry_until
@@ -96,7 +96,7 @@ def finish_acquire(
     bound = _binds(store, request)
     if bound:
         try:
-            ownership.bind_all(store, rec, written)
+            bookkeeping.bind_all(store, rec, written)
         except BaseException as exc:
             undo_acquire(store, rec, exc)
             undone = _undone(exc)
@@ -105,7 +105,7 @@ def finish_acquire(
             raise undone from exc
     if request.receipt is None:
         with suppress(Exception):  # (after the write: no bug in tidying may fail the acquire)
-            ownership.tidy(rec)
+            bookkeeping.tidy(rec)
     return bound
 
 
@@ -221,16 +221,17 @@ def take(
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
     write the receipt, then compare-and-swap every ref. With path scopes, all of it under
     the store-wide scope guard too (taken after the resource guards, always in that order),
-    refused (HELD) when a live claim on another resource has an overlapping scope."""
+    refused (HELD) when a live claim on another resource has an overlapping scope; through
+    a git remote, the scope index's new value rides on the claims' own atomic push
+    (:mod:`gitlease.scopes.index`)."""
     if request.paths is not None:
-        scope_index.refuse_remote(store)
         scope_index.note_store(store.location.worktree_git_dir, store.git_dir)
     with scope_index.scope_guard(store) if request.paths is not None else nullcontext():
         return _take(store, request, held)
 
 
 def _take(
-    store: Store, request: AcquireRequest, held: reservation.Reserved | None
+    store: Store, request: AcquireRequest, held: reservation.Reserved | None, *, fresh: bool = False
 ) -> tuple[list[Claim], Receipt]:
     now = Now.read()
     members = _read_members(store, request.refs)
@@ -246,7 +247,10 @@ def _take(
     scopes = None
     if request.paths is not None:
         scopes = scope_index.current(store)
-        found = scope_index.conflicts(store, scopes, request.paths, request.refs, now)
+        found, behind = scope_index.conflicts(store, scopes, request.paths, request.refs, now)
+        if (found or behind) and not fresh and store.recheck_refusal():
+            # (a remote store's mirror may be behind: refuse, or grant, on a fresh look only)
+            return _take(store, request, held, fresh=True)
         if found:
             raise scope_index.held_error(found, request.paths)
     if held is not None:
@@ -262,14 +266,16 @@ def _take(
         ClaimRef(r.resource, ref, r.claim_id, r.revision)
         for r, ref in zip(records, request.refs, strict=True)
     )
-    path = request.receipt or ownership.default_receipt_path(
+    path = request.receipt or bookkeeping.default_receipt_path(
         store, request.refs[0], records[0].claim_id, bundle_id
     )
     rec = Receipt(path, str(store.git_dir), token, claim_refs, bundle_id)
-    ownership.write_new(store, rec, held)
-    if scopes is not None:  # noted before the write: the index never misses a live scope
-        scope_index.note(store, scopes, list(zip(request.refs, records, strict=True)), now)
-    return _commit_acquire(store, rec, snaps, records, now), rec
+    bookkeeping.write_new(store, rec, held)
+    riders: list[tuple[str, str | None, bytes]] = []
+    if scopes is not None:  # noted before or with the write: the index never misses a scope
+        riders = scope_index.note(store, scopes, list(zip(request.refs, records, strict=True)), now)
+        _testing.pause("scopes-noted")  # (tests: two hosts that read one scope index)
+    return _commit_acquire(store, rec, snaps, records, now, riders), rec
 
 
 def _new_record(
@@ -319,10 +325,16 @@ def _new_record(
 
 
 def _commit_acquire(
-    store: Store, rec: Receipt, snaps: list[Snapshot], records: list[Record], now: Now
+    store: Store,
+    rec: Receipt,
+    snaps: list[Snapshot],
+    records: list[Record],
+    now: Now,
+    riders: list[tuple[str, str | None, bytes]],
 ) -> list[Claim]:
-    """Write every member through the engine's one compare-and-swap, durably; settle an
-    error by looking at what actually landed; then raise the high-water marks."""
+    """Write every member through the engine's one compare-and-swap, durably (with the
+    ``riders``: a remote store's scope index); settle an error by looking at what actually
+    landed; then raise the high-water marks."""
     first = records[0]
     what = f"bundle {first.bundle_id}" if first.bundle_id else first.claim_id
     message = f"gitlease acquire: {what} revision {first.revision} owner {first.owner}"
@@ -332,7 +344,7 @@ def _commit_acquire(
         if landed == len(records):
             return [store.read(r.ref).oid or "" for r in rec.claims]
         if landed == 0:  # nothing written: the receipt proves nothing, and goes
-            ownership.discard(store, rec)
+            bookkeeping.discard(store, rec)
             window.cancel()
             raise exc
         raise AmbiguousError(
@@ -344,7 +356,13 @@ def _commit_acquire(
     window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
     # (a failure whose outcome cannot be read keeps the receipt, to settle it with `show`)
     written = write_signed(
-        store, list(zip(snaps, records, strict=True)), message, now, durable=True, settle=settle
+        store,
+        list(zip(snaps, records, strict=True)),
+        message,
+        now,
+        durable=True,
+        settle=settle,
+        riders=riders,
     )
     for record, snap in zip(records, snaps, strict=True):  # after the write, never before
         highwater.raise_to(store.git_dir, snap.ref, record.revision)

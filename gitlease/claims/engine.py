@@ -17,7 +17,7 @@ thin wrappers over these modules.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from typing import TypeVar
 
@@ -25,12 +25,13 @@ from ..errors import CompareAndSwapFailed, GitleaseError, LostError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, holder_remaining_ms, judge
 from ..model.clock import Now, format_duration, rfc3339
-from ..model.record import RELEASED, Record, SigningKey, check_text
+from ..model.fields import check_text
+from ..model.record import RELEASED, Record, SigningKey
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
-from . import ownership
+from . import bookkeeping, ownership
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -100,7 +101,7 @@ def renew_claims(
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
             written = _write(store, rec, plans, "heartbeat", now)
-            ownership.note_landed(store, written)  # (under the guards: no release between)
+            bookkeeping.note_landed(store, written)  # (under the guards: no release between)
             return written
 
     # From what this host last saw: its own writes are mirrored at once, and if the
@@ -189,8 +190,8 @@ def release_claims(
     }:
         # the token leaves the receipt once nothing it proves is held (a bundle member
         # released on its own leaves the token for the others)
-        ownership.retire(store, rec)
-    ownership.unbind_all(store, claim_refs)
+        bookkeeping.retire(store, rec)
+    bookkeeping.unbind_all(store, claim_refs)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
 
@@ -315,6 +316,7 @@ def write_signed(
     *,
     durable: bool = False,
     settle: Callable[[BaseException], list[str]] | None = None,
+    riders: Sequence[tuple[str, str | None, bytes]] = (),
 ) -> list[Claim]:
     """The one compare-and-swap of owned records, for every write (an acquire's, a
     heartbeat's, a release's): each record, signed, against the snapshot it was judged on,
@@ -323,16 +325,20 @@ def write_signed(
     ``durable``: on disk before this returns (an acquire hands out a revision, which must
     never repeat after a power cut). ``settle``: when the write failed and its outcome can
     be read back (:meth:`Store.outcome_readable`), decides from the store what happened and
-    returns the object ids written, or raises; without it the error stands.
+    returns the object ids of the records written, or raises; without it the error stands.
+    ``riders``: updates of refs that hold no record, (ref, expected object id, bytes), in
+    the same transaction and compared like the records (a remote store's scope index, in
+    the same atomic push: :mod:`gitlease.scopes.index`); all land with the records or none.
     """
     updates = [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed]
     try:
         with store.durable() if durable else nullcontext():
-            oids = store.compare_and_swap_many(updates, message)
+            oids = store.compare_and_swap_many([*updates, *riders], message)
     except BaseException as exc:
         if settle is None or not store.outcome_readable(exc):
             raise
         oids = settle(exc)
+    oids = oids[: len(signed)]  # (the riders' ids: nobody's claim)
     return [
         judge(Snapshot(snap.ref, oid, record.raw), now, record.resource)
         for (snap, record), oid in zip(signed, oids, strict=True)

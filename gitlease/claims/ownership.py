@@ -4,9 +4,9 @@ A caller holds a claim when it has the receipt whose token derives the key in
 the current record (docs/concepts.md). This module finds receipts (an explicit
 ``--receipt``/``GITLEASE_RECEIPT``, else the current worktree's, through
 :mod:`gitlease.receipts.directory`), tells a receipt's claim from the record now at the
-ref, keeps receipts up to date with what was written (the object id of each
-record that landed, the token gone after release), and tidies receipts that
-can never prove anything again.
+ref, and says which members of a bundle were never written and which claims this worktree
+is bound to. Keeping the receipts and bindings up to date with what was written is
+:mod:`gitlease.claims.bookkeeping`'s.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ..errors import (
     LostError,
     PartialBundleError,
     ReceiptError,
-    StoreError,
     UsageError,
 )
 from ..gitio.gitread import Snapshot
@@ -290,14 +289,6 @@ def refuse_live_explicit(store: Store, held: reservation.Reserved, now: Now) -> 
             )
 
 
-def default_receipt_path(store: Store, ref: str, claim_id: str, bundle_id: str | None) -> Path:
-    """A fresh receipt's place in this worktree: one file per claim attempt (or bundle)."""
-    directory = receipt_dir(store)
-    if bundle_id is not None:
-        return receiptdir.bundle_path(directory, bundle_id)
-    return receiptdir.receipt_path(directory, ref, claim_id)
-
-
 #: How far back a member's chain is followed to find the bundle's record in it.
 _CHAIN_STEPS = 1000
 
@@ -378,108 +369,9 @@ def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
     return [c.replace(bound=bool(c.record and (c.ref, c.record.claim_id) in bound)) for c in claims]
 
 
-def write_new(store: Store, rec: Receipt, reserved: reservation.Reserved | None) -> None:
-    """Write a fresh receipt before its claims are (an explicit path in place, under its lock;
-    this worktree's receipt through :func:`gitlease.receipts.directory.store_new`)."""
-    if reserved is not None:
-        reserved.write(rec)
-    else:
-        receiptdir.store_new(receipt_dir(store), rec)
-    try:  # read back what was written: a receipt that cannot prove its claims is no receipt
-        back: Receipt | None = receipts_mod.read(rec.path)
-    except GitleaseError:
-        back = None
-    if back != rec:
-        discard(store, rec)
-        raise StoreError(
-            f"the receipt {rec.path} does not read back as written; nothing was claimed"
-        )
-
-
-def note_landed(store: Store, claims: Sequence[Claim]) -> None:
-    """After a heartbeat landed: this worktree's bindings of these claims name the new records.
-
-    Called under the guards, after the compare-and-swap: the id is then the
-    holder's own last record, which lets the commit check and ``check`` skip the
-    signature (:func:`gitlease.model.claim.is_ours`).
-    """
-
-    wt = store.location.worktree_git_dir
-    if wt is None:
-        return
-    for claim in claims:
-        if claim.record is not None and claim.oid is not None:
-            bindings_mod.note_written(wt, claim.ref, claim.record.claim_id, claim.oid)
-
-
 def with_written_oid(store: Store, claim_ref: ClaimRef) -> ClaimRef:
     """``claim_ref`` with the object id of this worktree's last record of it, if the binding
     knows it (:func:`gitlease.receipts.bindings.written_oid`)."""
     wt = store.location.worktree_git_dir
     oid = bindings_mod.written_oid(wt, claim_ref.ref, claim_ref.claim_id) if wt else None
     return claim_ref if oid is None else claim_ref.replace(oid=oid)
-
-
-def discard(store: Store, rec: Receipt) -> None:
-    """Remove the receipt of an acquire that wrote nothing."""
-    directory = receipt_dir(store)
-    if rec.path.parent.parent == directory:
-        receiptdir.discard(directory, rec)
-    else:
-        receipts_mod.remove(rec.path)
-
-
-def retire(store: Store, rec: Receipt) -> None:
-    """Take the token out of a receipt once nothing it proves is held; a day later it goes."""
-    spent = receipts_mod.without_token(rec)
-    receipts_mod.write(spent, exclusive=False)
-    receiptdir.retire(receipt_dir(store), spent)
-
-
-def bind_all(store: Store, rec: Receipt, claims: Sequence[Claim] = ()) -> None:
-    """Bind this worktree to every claim of ``rec`` (the commit hooks check them); ``claims``:
-    the records just written, whose object ids the bindings then name."""
-    wt = store.location.worktree_git_dir
-    if wt is None:
-        return
-    oids = {c.ref: c.oid for c in claims}
-    for c in rec.claims:
-        binding = Binding(c.resource, c.ref, c.claim_id, str(rec.path), oids.get(c.ref))
-        bindings_mod.bind(wt, binding)
-
-
-def unbind_all(store: Store, claim_refs: Sequence[ClaimRef]) -> None:
-    """Remove this worktree's bindings to these claims (not a newer claim's)."""
-    wt = store.location.worktree_git_dir
-    if wt is not None:
-        for claim_ref in claim_refs:
-            bindings_mod.unbind(wt, claim_ref.ref, claim_ref.claim_id)
-
-
-def tidy(rec: Receipt) -> None:
-    """Drop this worktree's receipts that can never prove anything again.
-
-    A few of those that lost their token a day ago (any resource, oldest
-    first: :func:`gitlease.receipts.directory.sweep`), and the older ones of the same
-    resource: a receipt of a lower or equal revision belongs to a claim that
-    was replaced (or to a racing acquire whose compare-and-swap must fail); a
-    token-less one to a released claim. Both cost the same however many
-    receipts the worktree has.
-    """
-    directory = rec.path.parent.parent
-    receiptdir.sweep(directory)
-    if rec.bundle_id is not None:
-        return
-    claim = rec.claims[0]
-    for path in receiptdir.candidates(directory, claim.ref):
-        if path == rec.path or path.parent.name == "bundles":
-            continue
-        try:
-            old = receipts_mod.read(path)
-        except GitleaseError:
-            continue
-        mine = old.claim_for(claim.resource)
-        if old.store != rec.store:
-            continue  # a claim in another store (--store): not ours to judge
-        if mine and (old.token is None or mine.revision < claim.revision):
-            receiptdir.remove_receipt(directory, old)

@@ -16,7 +16,8 @@ from .._util.value import Value
 from ..errors import UsageError
 from ..model.clock import format_duration
 from ..model.durations import duration_ms
-from ..model.record import COORDINATION_ONLY, GUARDED, check_text
+from ..model.fields import check_text
+from ..model.record import COORDINATION_ONLY, GUARDED
 from ..model.refname import encode, validate_resource
 from ..model.spelling import check_new_resource
 from ..receipts import reservation

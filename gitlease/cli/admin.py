@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._util.text import printable
+from ..api.output import printable
 from ..errors import StoreError
 from .app import Options, cli, command, emit, open_store
 from .hooks import commit_check_warning, stale_binding_warnings

@@ -104,7 +104,7 @@ def uninstall(opts: Options, harness: str) -> int:
 @_HARNESS
 def status(opts: Options, harness: str) -> int:
     """Say whether HARNESS runs gitlease's hooks in this worktree: exit 0 if so, 6 if not."""
-    from ..agents import settings
+    from ..agents.status import status as agents_status
 
-    report = settings.status(harness)
+    report = agents_status(harness)
     return _finish(opts, report, report.in_effect, [])

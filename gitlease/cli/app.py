@@ -126,9 +126,16 @@ def cli() -> None:
     """
 
 
+#: Set by a process that runs many commands (``gitlease mcp``): what it keeps warm from one
+#: command to the next, the stores and the commit-hook look (:mod:`gitlease.mcp.warm`).
+resident: Any = None
+
+
 def open_store(opts: Options) -> Any:
     """The store the shared options choose."""
-    from ..store.location import open_store as open_location
+    if resident is not None:
+        return resident.open_store(opts.store, opts.remote)
+    from ..api.location import open_store as open_location
 
     return open_location(opts.store, remote=opts.remote)
 
@@ -167,9 +174,9 @@ def emit_taken(
     """:func:`emit` for a command that has just taken claims (``acquire``, ``bundle
     acquire``): if the answer cannot be written, ``undo`` releases them again first, so
     that no exit code but 0 leaves a claim behind (AMBIGUOUS, naming them, if even that
-    fails). So does SIGINT or SIGTERM received since the write (:mod:`gitlease.interrupts`):
+    fails). So does SIGINT or SIGTERM received since the write (:mod:`gitlease.api.answering`):
     then the exit is 130 or 143, with nothing held. See docs/reference/exit-codes.md."""
-    from ..claims import interrupts as window
+    from ..api import answering as window
 
     signum = window.pending()
     if signum is not None:
@@ -258,9 +265,9 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from .._util.testing import warnings
+    from ..api.output import switch_warnings
 
-    for line in warnings():  # a test-only switch never changes a decision silently
+    for line in switch_warnings():  # a test-only switch never changes a decision silently
         click.echo(line, err=True)
     opts = _options(args)
     try:

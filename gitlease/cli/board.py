@@ -12,8 +12,7 @@ from typing import Any
 
 import click
 
-from .._util.text import printable
-from ..model.clock import format_duration
+from ..api.output import format_duration, printable
 from . import output
 from .app import Options, cli, command, open_store
 
@@ -111,7 +110,7 @@ def watch(opts: Options, show_all: bool) -> int:
     one frame each time the claims change (docs/board.md)."""
     from ..board.data import Board
 
-    board = Board(open_store(opts))
+    board = Board(open_store(opts), timelines=False)  # (the table draws no timeline)
     out = sys.stdout
     tty = out.isatty()
     colour = output.use_colour(out)

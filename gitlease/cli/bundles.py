@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from ..model.claim import GUARANTEES
-from ..model.record import COORDINATION_ONLY
 from .app import (
     Options,
     acquire_options,
@@ -45,9 +43,9 @@ def _never_written(claims: list[Any], receipt: Any) -> str:
 def _text(verb: str, result_id: str | None, claims: list[Any]) -> str:
     lines = [f"{verb} bundle {result_id}"]
     lines += [f"  {c.describe()}" for c in claims]
-    modes = {c.record.mode for c in claims if c.record is not None}
-    if COORDINATION_ONLY in modes:  # every output about such a claim says so
-        lines.append(GUARANTEES[COORDINATION_ONLY])
+    said = next((c.guarantee for c in claims if c.coordination_only), None)
+    if said is not None:  # every output about such a claim says so
+        lines.append(said)
     return "\n".join(lines)
 
 
@@ -74,12 +72,12 @@ def acquire(
     **options: Any,
 ) -> None:
     """Take every RESOURCE or none (exit 3 if any is held)."""
-    from ..claims import interrupts as window
+    from ..api import answering as window
 
     window.arm()  # a signal after the write releases the claims again
 
     from ..api import bundle as B
-    from ..claims.acquire import undo_acquire
+    from ..api.answering import undo_acquire
     from ..providers import canonical_key
 
     names = [canonical_key(key_, r) for r in resources] if key_ else list(resources)

@@ -6,13 +6,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._util.text import printable
-from ..errors import UsageError
-from ..model.clock import format_duration
+from ..api.output import format_duration, printable
+from ..errors import GitleaseError, UsageError
 from . import output
 from .app import (
     KEY_HELP,
@@ -29,6 +28,9 @@ from .app import (
 )
 from .hooks import commit_check_warning, stale_binding_warnings
 
+if TYPE_CHECKING:
+    from .. import Claim
+
 
 def _mode_note(doc: dict[str, Any]) -> str:
     return f"\n{doc['guarantee']}" if doc.get("mode") == "coordination-only" else ""
@@ -38,7 +40,7 @@ def _mode_note(doc: dict[str, Any]) -> str:
 @click.option("--path", "path_only", is_flag=True, help="Print only the store's path.")
 def where(opts: Options, path_only: bool) -> None:
     """Print the store in use, why it was chosen, and how to inspect it with git."""
-    from ..store.location import where as where_is
+    from ..api.location import where as where_is
 
     doc = where_is(opts.store, opts.remote)
     store = doc["store"]
@@ -100,10 +102,10 @@ def acquire(
     checked before anything is acquired (exit 2 for a bad one). With --wait, wait until one
     can be taken. A plain `acquire RESOURCE` takes exactly one RESOURCE.
     """
-    from ..claims import interrupts as window
+    from ..api import answering as window
 
     window.arm()  # a signal after the write releases the claims again
-    from ..claims.acquire import undo_acquire
+    from ..api.answering import undo_acquire
 
     if first_free:
         candidates = _candidates(read_items(resources), key_)
@@ -296,8 +298,8 @@ def list_(
     opts: Options, state: str | None, prefix: str | None, watch: bool, all_: bool
 ) -> int | None:
     """List every claim: a table for people, JSON for programs."""
-    from ..api.reads import list_claims, list_document
-    from ..claims.stale import review
+    from ..api.reads import claims_document, iter_claims, list_claims
+    from ..api.stale import bound, review
 
     if watch:
         if opts.json or state or prefix:
@@ -309,18 +311,28 @@ def list_(
         raise UsageError("--all goes with --watch (list without --watch shows every claim)")
 
     store = open_store(opts)
-    stale = [s.to_dict() for s in review(store, drop=False)]
-    if opts.json and not stale:  # streamed: the text of 100,000 claims is never held whole
-        from .._util.value import gc_paused
-
+    stale: list[dict[str, Any]] = []
+    claims: list[Claim] | None = None
+    if bound(store):  # the bindings are judged by the claims just read (the store read once)
         claims = list_claims(store, state=state, prefix=prefix)
+        stale = [s.to_dict() for s in review(store, drop=False, claims=claims)]
+    if opts.json and not stale:  # streamed: 100,000 claims are never held whole
+        from ..api.output import gc_paused
+
+        batches = iter_claims(store, state=state, prefix=prefix) if claims is None else [claims]
         try:
             with gc_paused():
-                output.print_claims_json(c.to_dict() for c in claims)
+                output.print_sorted_claims_json(
+                    ([c.to_dict() for c in batch] for batch in batches), "resource"
+                )
+        except GitleaseError:
+            raise  # (a store that cannot be read: its own code; nothing was written yet)
         except OSError as exc:
             raise OutputFailed(exc) from None
         return None
-    doc = list_document(store, state=state, prefix=prefix)
+    if claims is None:
+        claims = list_claims(store, state=state, prefix=prefix)
+    doc = claims_document(claims)
     text = None
     if not opts.json:
         text = output.claim_table(doc["claims"])

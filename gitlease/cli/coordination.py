@@ -35,21 +35,16 @@ def _text(doc: dict[str, Any]) -> str:
 def set_(opts: Options, name_or_url: str, replace: bool) -> None:
     """Record NAME|URL (a remote of this repository, or a URL) as the coordinator of every
     clone of this project on this host; `where` then says who recorded it and when."""
-    from ..store import coordinator
-    from ..store.location import ensure_exists, locate, recorded_coordinator
+    from ..api.location import set_coordinator
 
-    location = locate(opts.store)
-    ensure_exists(location)
-    coordinator.set_recorded(location, name_or_url, replace=replace)
-    doc = {"store": str(location.git_dir), "recorded": recorded_coordinator(location)}
+    doc = set_coordinator(name_or_url, store=opts.store, replace=replace)
     emit(opts, doc, _text(doc))
 
 
 @command(remote, "show")
 def show(opts: Options) -> None:
     """Show the coordinator recorded for this project's shared store, by whom and when."""
-    from ..store.location import locate, recorded_coordinator
+    from ..api.location import coordinator
 
-    location = locate(opts.store)
-    doc = {"store": str(location.git_dir), "recorded": recorded_coordinator(location)}
+    doc = coordinator(opts.store)
     emit(opts, doc, _text(doc))

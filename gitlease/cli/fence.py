@@ -12,7 +12,7 @@ from ..errors import LostError, StoreError, UsageError
 from .app import Options, cli, command, emit, open_store
 
 if TYPE_CHECKING:
-    from ..store.local import Store
+    from .. import Store
 
 
 @command(cli, "fence-check")

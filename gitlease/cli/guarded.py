@@ -9,8 +9,6 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from ..model.claim import GUARANTEES
-from ..model.record import COORDINATION_ONLY
 from . import output
 from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
 
@@ -71,8 +69,8 @@ def exec_(
 def _say_mode(claim: Any) -> None:
     """Before the command's own output: a coordination-only claim says so (on stderr,
     since stdout is the command's)."""
-    if claim.record is not None and claim.record.mode == COORDINATION_ONLY:
-        said = f"gitlease: exec under {claim.describe()}\n{GUARANTEES[COORDINATION_ONLY]}"
+    if claim.coordination_only:
+        said = f"gitlease: exec under {claim.describe()}\n{claim.guarantee}"
         with contextlib.suppress(OSError):
             click.echo(output.safe_text(said), err=True)
 

@@ -146,8 +146,8 @@ def status(opts: Options, server: bool) -> int:
 
 def _bindings(opts: Options) -> tuple[dict[str, Any], list[str]] | None:
     """This worktree's bindings for ``hooks status``: active and stale, and their lines."""
-    from .._util.text import printable
-    from ..claims.stale import current_and_stale
+    from ..api.output import printable
+    from ..api.stale import current_and_stale
 
     try:
         live, stale = current_and_stale(open_store(opts))
@@ -171,9 +171,11 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
     if not doc.get("bound"):
         return
     from ..hooks import install as githooks
+    from . import app
 
+    look = githooks.commit_check if app.resident is None else app.resident.commit_check
     try:
-        found = githooks.commit_check(worktree)
+        found = look(worktree)
     except Exception as exc:  # the claim is taken: a failed look at the hooks must not hide it
         doc["commit_check"] = {"in_effect": None, "problems": [str(exc)], "fix": None}
         return
@@ -196,8 +198,8 @@ def commit_check_warning(opts: Options, doc: dict[str, Any], worktree: Any) -> N
 def stale_binding_warnings(opts: Options, doc: dict[str, Any], store: Any, refs: Any) -> None:
     """After ``acquire`` or ``bind``: say which other bindings of this worktree are stale
     (on stderr, and as ``warnings`` in JSON), dropping those lapsed and replaced by someone
-    else's claim (:mod:`gitlease.claims.stale`). ``refs``: the refs just bound."""
-    from ..claims.stale import review
+    else's claim (:mod:`gitlease.api.stale`). ``refs``: the refs just bound."""
+    from ..api.stale import review
 
     try:
         stale = review(store, keep=set(refs))

@@ -28,7 +28,8 @@ def mcp(opts: Options) -> None:
         ) from None
     from ..mcp.renewal import Renewals
     from ..mcp.server import Cli, Session, serve
-    from ..store.location import open_store
+    from ..mcp.warm import Warm
+    from . import app
     from .app import LazyGroup, main
 
     shared = ["--json"]
@@ -36,9 +37,17 @@ def mcp(opts: Options) -> None:
         shared.append(f"--store={opts.store}")
     if opts.remote is not None:
         shared.append(f"--remote={opts.remote}")
-    renewals = Renewals(lambda: open_store(opts.store, remote=opts.remote))
+    warm = app.resident = Warm()
+
+    def invoke(argv: list[str]) -> int:
+        try:
+            return main(argv)
+        finally:
+            warm.release()  # this call's stores go back to the pool
+
+    renewals = Renewals(lambda: warm.open_store(opts.store, opts.remote))
     session = Session(
-        Cli(invoke=main, error_document=output.error_document, json_text=output.json_text),
+        Cli(invoke=invoke, error_document=output.error_document, json_text=output.json_text),
         renewals,
         shared=shared,
         commands=set(LazyGroup.modules),

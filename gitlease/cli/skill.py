@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from .._util.files import atomic_write
-from ..errors import UsageError
+from ..agents.skill import install_skill, skill_text
 from .app import CONTEXT, Options, cli, command, emit, shared_options
-
-
-def skill_text() -> str:
-    """The text of the shipped SKILL.md."""
-    from importlib.resources import files
-
-    return (files("gitlease.resources") / "SKILL.md").read_text(encoding="utf-8")
 
 
 @cli.group("skill", invoke_without_command=True, context_settings=CONTEXT)
@@ -42,20 +32,5 @@ def install(opts: Options, directory: str, force: bool) -> None:
     DIRECTORY is where your agent loads skills from, for example ~/.claude/skills or a
     project's .claude/skills. An existing SKILL.md that differs is left alone unless --force.
     """
-    text = skill_text()
-    target = Path(directory).expanduser() / "gitlease" / "SKILL.md"
-    try:
-        if target.is_dir():
-            raise UsageError(f"{target} is a directory")
-        if target.exists() and not force and target.read_text(encoding="utf-8") != text:
-            raise UsageError(
-                f"{target} exists and differs from this version's skill; pass --force to replace it"
-            )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, text.encode("utf-8"), durable=False, mode=0o644)
-    except UnicodeDecodeError:
-        raise UsageError(f"{target} exists and is not text; pass --force to replace it") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
-    path = str(target.absolute())
+    path = str(install_skill(directory, force=force))
     emit(opts, {"path": path}, path)

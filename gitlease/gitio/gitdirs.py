@@ -21,7 +21,7 @@ def find_git_dir(start: Path) -> tuple[Path, Path | None] | None:
         if not git_dir.is_absolute():
             git_dir = Path.cwd() / git_dir
         top = os.environ.get("GIT_WORK_TREE")
-        return git_dir.resolve(), Path(top).resolve() if top else _worktree_of(git_dir.resolve())
+        return git_dir.resolve(), Path(top).resolve() if top else worktree_of(git_dir.resolve())
     current = start.resolve()
     while True:
         dot_git = current / ".git"
@@ -38,7 +38,9 @@ def find_git_dir(start: Path) -> tuple[Path, Path | None] | None:
         current = current.parent
 
 
-def _worktree_of(git_dir: Path) -> Path | None:
+def worktree_of(git_dir: Path) -> Path | None:
+    """The top folder of the worktree whose private git dir is ``git_dir`` (a ``.git``
+    folder's parent, or where a linked worktree's ``gitdir`` file points), or None."""
     if git_dir.name == ".git":
         return git_dir.parent
     gitdir_file = git_dir / "gitdir"  # linked worktree: points at <worktree>/.git

@@ -26,6 +26,7 @@ from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
     from ..model.claim import Claim
+    from ..store.local import Store
     from ..store.projects import RepoConfig
 
 ADVICE = (
@@ -43,23 +44,28 @@ REQUIRE_PROBLEM = (
 )
 
 
-def problems(cwd: Path | None = None) -> list[str]:
-    """Why a commit from this worktree must be refused (empty: it may proceed)."""
+def problems(cwd: Path | None = None, opened: list[Store] | None = None) -> list[str]:
+    """Why a commit from this worktree must be refused (empty: it may proceed); ``opened``
+    as for :func:`worktree_problems`."""
     from ..gitio.gitdirs import find_git_dir
 
     found = find_git_dir(cwd or Path.cwd())
     if found is None:
         return []
-    return worktree_problems(found[0], cwd)
+    return worktree_problems(found[0], cwd, opened=opened)
 
 
 def worktree_problems(
-    git_dir: Path, cwd: Path | None = None, held: list[Claim] | None = None
+    git_dir: Path,
+    cwd: Path | None = None,
+    held: list[Claim] | None = None,
+    opened: list[Store] | None = None,
 ) -> list[str]:
     """Why work in the worktree whose private git dir is ``git_dir`` must stop (empty: it may
     go on): the one judgement of the commit hooks, also used by the agents' edit hooks
     (:mod:`gitlease.agents`). ``cwd``: where the store is looked for (inside the worktree).
-    ``held``, when given, gains each bound claim found active and ours."""
+    ``held``, when given, gains each bound claim found active and ours; ``opened`` the store,
+    when one was opened (the scope check then reads it without locating it again)."""
     from ..store.location import open_store
 
     bound = bindings_mod.bindings(git_dir)
@@ -72,9 +78,9 @@ def worktree_problems(
     except GitleaseError as exc:
         return [f"the claim store cannot be read ({exc}); refusing (fail closed)"]
     from ..claims.engine import check_claims
-    from ..scopes.lookup import remember_store
 
-    remember_store(git_dir, store.git_dir)  # (the scope check then needs no second look)
+    if opened is not None:  # (the scope check then needs no second look)
+        opened.append(store)
     if store.location.config is not None:  # (and the trailers note none either)
         _CONFIGS[git_dir] = store.location.config
 
@@ -102,17 +108,17 @@ SCOPE_ADVICE = (
 )
 
 
-def scope_problems(hook: str, cwd: Path | None = None) -> list[str]:
+def scope_problems(hook: str, cwd: Path | None = None, store: Store | None = None) -> list[str]:
     """Why the staged commit must be refused for touching another claim's path scope
     (docs/howto/path-scopes.md): empty, at the cost of one file read, when no claim has
-    scopes."""
+    scopes. ``store``: the worktree's store, if the claim check opened it."""
     from ..gitio.gitdirs import find_git_dir
     from ..scopes.lookup import commit_problems
 
     found = find_git_dir(cwd or Path.cwd())
     if found is None:
         return []
-    return commit_problems(hook, found[0], cwd)
+    return commit_problems(hook, found[0], cwd, store)
 
 
 def _require_claim(git_dir: Path) -> bool:
@@ -158,13 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     for line in _testing.warnings():  # a test-only switch never changes a decision silently
         sys.stderr.write(line + "\n")
     _CONFIGS.clear()
+    opened: list[Store] = []  # (the store the claim check opens, for the scope check too)
     try:
-        found = problems()
+        found = problems(opened=opened)
     except Exception as exc:  # fail closed on anything unexpected
         found = [f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
     _note_trailers_here()
     try:
-        scoped = scope_problems(hook)
+        scoped = scope_problems(hook, store=opened[0] if opened else None)
     except Exception as exc:  # fail closed on anything unexpected
         scoped = [f"the scope check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
     if not found and not scoped:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -86,19 +86,39 @@ class Repository:
     """A repository as the hooks see it: its common git folder and its worktrees."""
 
     common_dir: Path
-    worktrees: list[Path]  # every worktree whose folder exists, the main one first
     current: Path | None  # the worktree around cwd (None in a bare repository)
+    cwd: Path | None = None  # where git was asked (for the worktrees, listed when needed)
+    _trees: list[Path] | None = field(default=None, repr=False)
+
+    @property
+    def worktrees(self) -> list[Path]:
+        """Every worktree whose folder exists, the main one first (one ``git worktree list``,
+        on first use: the look at one worktree's hooks rarely needs it)."""
+        if self._trees is None:
+            self._trees = _worktrees(self.cwd, self.current)
+        return self._trees
 
 
 def repository(cwd: Path | None = None) -> Repository:
     """The repository around ``cwd``, and its worktrees; :class:`UsageError` outside one."""
-    found = _git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=cwd)
-    if found.returncode != 0 or not found.stdout.strip():
-        raise UsageError(f"not inside a git repository: {found.stderr.strip()}")
-    common = Path(found.stdout.strip())
+    both = _git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
+                cwd=cwd)  # fmt: skip
+    lines = both.stdout.splitlines()
+    current: Path | None
+    if both.returncode == 0 and len(lines) == 2 and lines[0].strip() and lines[1].strip():
+        common, current = Path(lines[0].strip()), Path(lines[1].strip())  # (in a worktree)
+    else:  # a bare repository, or a git dir: no top folder (or not a repository at all)
+        found = _git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=cwd)
+        if found.returncode != 0 or not found.stdout.strip():
+            raise UsageError(f"not inside a git repository: {found.stderr.strip()}")
+        common = Path(found.stdout.strip())
+        top = _git("rev-parse", "--show-toplevel", cwd=cwd)
+        current = Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
     require_utf8(common)
-    top = _git("rev-parse", "--show-toplevel", cwd=cwd)
-    current = Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
+    return Repository(common, current, cwd)
+
+
+def _worktrees(cwd: Path | None, current: Path | None) -> list[Path]:
     listed = _git("worktree", "list", "--porcelain", cwd=cwd)
     trees: list[Path] = []
     for line in listed.stdout.splitlines():
@@ -109,7 +129,7 @@ def repository(cwd: Path | None = None) -> Repository:
     trees = [t for t in trees if t.is_dir()]
     if current is not None and not any(same_path(current, t) for t in trees):
         trees.insert(0, current)
-    return Repository(common, trees, current)
+    return trees
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -139,6 +159,8 @@ def location(repo: Repository, worktree: Path | None) -> Location:
 
 def _checkout_owning(directory: Path, repo: Repository) -> Path | None:
     """The worktree whose checkout ``directory`` is part of (not ignored), if any."""
+    if _under(directory, repo.common_dir):
+        return None  # (the worktrees are not asked for: none holds it in its checkout)
     for top in repo.worktrees:
         if not _under(directory, top) or _under(directory, top / ".git"):
             continue

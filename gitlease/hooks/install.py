@@ -147,8 +147,10 @@ _COMMANDS = {
 }
 
 
-def _assess(repo: Repository, worktree: Path | None, source: str) -> WorktreeReport:
-    loc = location(repo, worktree)
+def _assess(
+    repo: Repository, worktree: Path | None, source: str, loc: Location | None = None
+) -> WorktreeReport:
+    loc = loc if loc is not None else location(repo, worktree)
     hooks = [inspect_hook(loc, n, worktree, source) for n in HOOK_NAMES]
     problems: list[str] = []
     fix: str | None = None
@@ -243,6 +245,13 @@ def commit_check(cwd: Path | None = None) -> WorktreeReport | None:
     if repo.current is None:
         return None
     return _assess(repo, repo.current, hook_source())
+
+
+def assess(repo: Repository, loc: Location) -> WorktreeReport:
+    """:func:`commit_check` of ``repo``'s current worktree, whose hooks folder is ``loc``
+    (found by :func:`gitlease.hooks.dirs.location`): a resident server keeps those two
+    while the configuration is unchanged, and looks at what the folder holds every time."""
+    return _assess(repo, repo.current, hook_source(), loc)
 
 
 def _install_into(

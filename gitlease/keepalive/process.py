@@ -226,7 +226,10 @@ class _Keeper:
         return sock
 
     def detach(self) -> None:
-        """Leave the caller's pipes: stdin from /dev/null, stdout and stderr to the log."""
+        """Leave the caller's pipes: stdin from /dev/null, stdout and stderr to the log.
+
+        Stdout moves last: its pipe closing is what tells the caller the keeper has
+        detached, so everything else must already be in place when the caller looks."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         with contextlib.suppress(OSError):
             if os.stat(self.where.log).st_size > KEEPER_LOG_MAX:
@@ -238,8 +241,8 @@ class _Keeper:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        os.dup2(self.log_fd, 1)
         os.dup2(self.log_fd, 2)
+        os.dup2(self.log_fd, 1)
         self.log(f"started, listening on {self.where.socket}")
 
     def log(self, message: str) -> None:

@@ -45,6 +45,9 @@ _SPELLED = {
 _KEYS = r"^gitlease\.(historyrecords|historyage|tombstoneage|autoprune)$"
 #: A duration setting that turns its expiry off.
 NEVER = "never"
+#: How long the pass waits for a resource's guard before it leaves that resource for the
+#: next pass: a write holds it for milliseconds, an ``exec`` for as long as its command runs.
+GUARD_WAIT_SECONDS = 0.5
 _MAX_RECORDS = 1_000_000
 
 

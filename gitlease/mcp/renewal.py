@@ -21,12 +21,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .._util.text import printable
 from ..api.lease import heartbeat
+from ..api.output import printable
+from ..api.tokens import TOKEN_PREFIX
 from ..errors import GitleaseError, LostError
-from ..model.record import TOKEN_PREFIX
-from ..store.local import Store
+
+if TYPE_CHECKING:
+    from .. import Store
 
 #: The shortest wait between two renewals of one claim, whatever its TTL.
 MIN_INTERVAL = 0.1

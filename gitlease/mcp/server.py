@@ -25,8 +25,8 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from ..api.tokens import TOKEN_PREFIX
 from ..errors import GitleaseError, LostError, UsageError
-from ..model.record import TOKEN_PREFIX
 from . import capture, tools
 from .renewal import Renewals
 

@@ -5,11 +5,15 @@ A snapshot of a ref becomes a :class:`Claim` with a state (``active``,
 record is parsed and verified, checked to name its own resource, and timed on
 this host's boot clock. Nothing here reads or writes the store, so every
 decision elsewhere can be made from exactly what was read.
+
+A claim also shows the keeper renewing it, where a command looked: a
+:class:`~gitlease.model.keeper.Keeper`, read from the host's registry
+(:mod:`gitlease.state.keepers`, which writes and reads it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,8 +27,8 @@ from .clock import Now, format_duration, parse_rfc3339
 from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, blob_oid, parse, parse_and_verify
 from .refname import decode
 
-if TYPE_CHECKING:
-    from ..state.keepers import Keeper
+if TYPE_CHECKING:  # (the hook reads claims and never a keeper: one module fewer)
+    from .keeper import Keeper
 
 GUARANTEES = {
     GUARDED: "guarded: gitlease refuses other callers while the claim is active; local writes "
@@ -60,6 +64,17 @@ class Claim(Value):
         """Whether the record is a held claim that has not expired."""
         return self.state == "active"
 
+    @property
+    def coordination_only(self) -> bool:
+        """Whether the record says the durable mutation happens elsewhere (a remote API):
+        every output about such a claim says what that guarantees (:attr:`guarantee`)."""
+        return self.record is not None and self.record.mode == COORDINATION_ONLY
+
+    @property
+    def guarantee(self) -> str | None:
+        """What the claim's mode guarantees, in words (None without a record)."""
+        return GUARANTEES.get(self.record.mode) if self.record else None
+
     def to_dict(self) -> dict[str, Any]:
         """The claim as the JSON document every command prints (docs/reference/json.md)."""
         r = self.record
@@ -82,7 +97,7 @@ class Claim(Value):
             "checkpoint": r.checkpoint if r else None,
             "paths": list(r.paths) if r and r.paths is not None else None,
             "oid": self.oid,
-            "guarantee": GUARANTEES.get(r.mode) if r else None,
+            "guarantee": self.guarantee,
             "bound": self.bound,
             "keepalive": self.keepalive.to_dict() if self.keepalive is not None else None,
         }
@@ -184,6 +199,17 @@ def judge(
     ``resource``: what the caller asked for (None: decoded from the ref name).
     ``known``: object ids of records known to be good (see :func:`verified`).
     """
+    found = verdict(snap, resource, known)
+    if isinstance(found, Claim):
+        return found
+    return timed(snap, found, found.resource, now)
+
+
+def verdict(
+    snap: Snapshot, resource: str | None = None, known: Container[str | None] = ()
+) -> Record | Claim:
+    """What :func:`judge` finds before it reads the clock: the verified record (whose
+    ``resource`` is the one asked for), or the claim whatever the time (free, invalid)."""
     if resource is None:
         try:
             resource = decode(snap.ref)
@@ -193,17 +219,79 @@ def judge(
     if snap.oid is None:
         return Claim(resource, snap.ref, "free")
     try:
-        record = verified(snap, resource, known)
+        return verified(snap, resource, known)
     except CorruptRecordError as exc:
         return Claim(resource, snap.ref, "invalid", oid=snap.oid, problem=str(exc))
-    left: int | None = remaining_ms(record, now, snap.first_seen_ms)
+
+
+def timed(snap: Snapshot, record: Record, resource: str, now: Now) -> Claim:
+    """The claim of a record already verified (:func:`verified`) for ``snap``, timed at
+    ``now``: what :func:`judge` gives."""
     if record.state == RELEASED:
-        state = "released"
-        left = None
-    elif is_expired(record, now, snap.first_seen_ms):
-        state = "expired"
-    else:
-        state = "active"
+        return Claim._of((resource, snap.ref, "released", record, snap.oid, None, None, None, None))
+    return _timed(snap, record, resource, now, _translated(record, now))
+
+
+#: Stamps snapshots with their first sightings (:func:`~gitlease.model.bootclock.stamp_foreign`
+#: over the store's own file), the snapshots given and in their order.
+Sighting = Callable[[list[Snapshot]], list[Snapshot]]
+
+
+def timed_many(
+    found: Sequence[tuple[Snapshot, Record | Claim]], now: Now, sighting: Sighting | None = None
+) -> list[Claim]:
+    """What :func:`judge` gives for each snapshot, from what :func:`verdict` found in it (a
+    reader that keeps verified records, the board's listing, times them afresh at every
+    look; ``list`` verifies a batch, then times it). Each record's clock is read once;
+    ``sighting``, when given, stamps the snapshots that want a first sighting (a record of
+    this kernel boot on a clock that cannot be translated: those
+    :func:`~gitlease.model.bootclock.stamp_foreign` stamps), all in one call."""
+    clocks: list[int | None] = []
+    wanted: list[int] = []
+    for i, (snap, record) in enumerate(found):
+        translated = None
+        if isinstance(record, Record) and record.state != RELEASED:
+            translated = _translated(record, now)
+            if (
+                translated is None
+                and snap.first_seen_ms is None
+                and sighting is not None
+                and _this_boot(record, now)
+            ):
+                wanted.append(i)
+        clocks.append(translated)
+    stamped = (
+        dict(zip(wanted, sighting([found[i][0] for i in wanted]), strict=True))
+        if wanted and sighting
+        else {}
+    )
+    out: list[Claim] = []
+    for i, (snap, record) in enumerate(found):
+        if not isinstance(record, Record):
+            out.append(record)
+        elif record.state == RELEASED:
+            out.append(timed(snap, record, record.resource, now))
+        else:
+            out.append(_timed(stamped.get(i, snap), record, record.resource, now, clocks[i]))
+    return out
+
+
+def _timed(
+    snap: Snapshot, record: Record, resource: str, now: Now, translated: int | None
+) -> Claim:
+    """A held record's claim at ``now``, ``translated`` its expiry on this clock
+    (:func:`_translated`): ``remaining_ms`` and ``is_expired`` at once."""
+    first_seen_ms = snap.first_seen_ms
+    if translated is not None:
+        left = translated - now.boot_ms
+    elif first_seen_ms is not None:
+        left = first_seen_ms + observed_lifetime_ms(record.ttl_ms) - now.boot_ms
+    elif _this_boot(record, now):
+        left = observed_lifetime_ms(record.ttl_ms)
+    else:  # another boot, no sighting: expired, however far its wall time lies ahead
+        left = min(0, parse_rfc3339(record.expires_at) - now.wall_ms)
+        return Claim._of((resource, snap.ref, "expired", record, snap.oid, None, left, None, None))
+    state = "expired" if left <= 0 else "active"
     # (every field given, in order: this runs once per claim of a `list`)
     return Claim._of((resource, snap.ref, state, record, snap.oid, None, left, None, None))
 

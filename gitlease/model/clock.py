@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from functools import cache
+from functools import cache, lru_cache
 
 from .._util import testing as _testing
 from .._util.value import Value
@@ -110,10 +110,20 @@ def parse_rfc3339(text: str) -> int:
     match = _RFC3339.fullmatch(text) if isinstance(text, str) else None
     if not match:
         raise ValueError(f"not an RFC 3339 UTC time with milliseconds: {text!r}")
-    y, mo, d, h, mi, s, ms = (int(g) for g in match.groups())
-    if not (1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo) and h < 24 and mi < 60 and s < 60):
+    y, mo, d, h, mi, s, ms = map(int, match.groups())
+    day = _day_ms(y, mo, d)
+    if day is None or not (h < 24 and mi < 60 and s < 60):
         raise ValueError(f"not a valid time: {text!r}")
-    return ((_days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms
+    return day + ((h * 60 + mi) * 60 + s) * 1000 + ms
+
+
+@lru_cache(maxsize=64)
+def _day_ms(y: int, mo: int, d: int) -> int | None:
+    """Milliseconds from the epoch to the start of a day, or None if there is no such day
+    (kept for the few days a store's records name: ``list`` reads every record's times)."""
+    if not (1 <= mo <= 12 and 1 <= d <= _days_in_month(y, mo)):
+        return None
+    return _days_from_civil(y, mo, d) * 86_400_000
 
 
 def _days_in_month(y: int, m: int) -> int:

@@ -8,12 +8,13 @@ record must re-serialise to exactly the bytes it was read from, so any changed
 byte fails either the parse, the canonical check, or the signature.
 
 Parsing is also total: anyone who can write to the repository can write a
-validly self-signed record with any values, so every value is checked here
-(times are times, numbers fit in 63 bits, object ids are hex) and any bytes
-at all give either a record or :class:`CorruptRecordError`, never another
+validly self-signed record with any values, so every value is checked
+(:mod:`gitlease.model.fields`: times are times, numbers fit in 63 bits, object ids are hex)
+and any bytes at all give either a record or :class:`CorruptRecordError`, never another
 exception in the code that reads the record afterwards. Free text from a
 record may still hold control characters: :func:`gitlease._util.text.printable` escapes
-them for people; :func:`check_text` keeps them (and pasted tokens) out of new records.
+them for people; :func:`~gitlease.model.fields.check_text` keeps them (and pasted tokens)
+out of new records.
 
 ``cryptography`` is imported only when a key is made or a signature checked,
 so the commit hook's path stays lean.
@@ -23,15 +24,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import re
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from .._util.text import UNPRINTABLE
 from .._util.value import Factory, Value
-from ..errors import CorruptRecordError, UsageError
+from ..errors import CorruptRecordError
+from .fields import MAX_INT as MAX_INT  # (every number's bound; callers read it from here too)
+from .fields import PATTERNS, format_paths, format_value, parse_paths, parse_value, real_time
 
 MAGIC = "gitlease-claim v1"
 HELD = "held"
@@ -66,22 +67,12 @@ _LAYOUT: tuple[tuple[str, str, str], ...] = (
     ("previous", "previous", "hex"),
     ("nonce", "nonce", "hex"),
 )
-_WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
-_HEX = re.compile(r"[0-9a-f]+")
-_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z", re.ASCII)
-_INT_DIGITS = 19  # 2**63 - 1 has 19 digits: no value gets near Python's int-parsing limit
-MAX_INT = 2**63 - 1
-#: What a pasted bearer token looks like: the prefix and a run of base64url characters.
-#: (A real token has 43; a shorter run is refused too, since part of a token is a leak.)
-TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
 _OPTIONAL = {"bundle_id", "released_at", "note", "checkpoint", "previous"}
 #: The optional ``paths`` line (path scopes, docs/reference/record.md): written right after
 #: ``checkpoint``, and only when the claim has scopes, so a record without any is byte for
 #: byte what earlier versions wrote (and their signatures stay valid).
 _PATHS_LINE = b"\npaths "
 _AFTER_PATHS = b"\npublic-key "
-MAX_SCOPES = 64
-MAX_SCOPE_CHARS = 1024
 
 
 class Record(Value):
@@ -134,7 +125,7 @@ class Record(Value):
         """The signed bytes: every line but the signature line."""
         lines = [MAGIC]
         for name, attr, kind in _LAYOUT:
-            lines.append(f"{name} {_format_value(getattr(self, attr), kind)}")
+            lines.append(f"{name} {format_value(getattr(self, attr), kind)}")
             if attr == "checkpoint" and self.paths is not None:
                 lines.append(f"paths {format_paths(self.paths)}")
         return ("\n".join(lines) + "\n").encode("utf-8")
@@ -149,19 +140,6 @@ class Record(Value):
         signed = self.replace(signature=signature, raw=raw)
         remember(signed)  # reading it back in this process needs no second check
         return signed
-
-
-def _format_value(value: Any, kind: str) -> str:
-    if value is None:
-        return "-"
-    if kind == "text":
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def format_paths(paths: tuple[str, ...]) -> str:
-    """The ``paths`` value: a JSON list of strings, compact, non-ASCII kept as is."""
-    return json.dumps(list(paths), ensure_ascii=False, separators=(",", ":"))
 
 
 def parse(data: bytes) -> Record:
@@ -186,31 +164,9 @@ def parse(data: bytes) -> Record:
     rest = data[:at] + data[end:]
     if _PATHS_LINE in rest:
         raise CorruptRecordError("the record has more than one paths line")
-    paths = _parse_paths(data[at + len(_PATHS_LINE) : end])
+    paths = parse_paths(data[at + len(_PATHS_LINE) : end])
     record = _parse_plain(rest)
     return record.replace(paths=paths, raw=bytes(data))
-
-
-def _parse_paths(value: bytes) -> tuple[str, ...]:
-    text = ""
-    try:
-        text = value.decode("utf-8")
-        paths = json.loads(text) if len(text) <= MAX_SCOPES * (MAX_SCOPE_CHARS + 8) else None
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        paths = None
-    if (
-        not isinstance(paths, list)
-        or not paths
-        or len(paths) > MAX_SCOPES
-        or not all(isinstance(p, str) and 0 < len(p) <= MAX_SCOPE_CHARS for p in paths)
-    ):
-        raise CorruptRecordError("the record's paths are not a list of 1 to 64 patterns")
-    if any(UNPRINTABLE.search(p) for p in paths):
-        raise CorruptRecordError("the record's paths hold a control character")
-    out = tuple(paths)
-    if format_paths(out) != text:
-        raise CorruptRecordError("the record is not in canonical form")
-    return out
 
 
 def _parse_plain(data: bytes) -> Record:
@@ -243,7 +199,7 @@ def _parse_plain(data: bytes) -> Record:
                 values[i] = int(values[i])
                 ok = ok and values[i] <= MAX_INT
         for i in _TIME_AT:
-            ok = ok and (values[i] is None or _real_time(values[i]))
+            ok = ok and (values[i] is None or real_time(values[i]))
         state, mode = values[_STATE_AT], values[_MODE_AT]
         if ok and state in (HELD, RELEASED) and mode in (GUARDED, COORDINATION_ONLY):
             values.append(bytes(data))
@@ -265,11 +221,11 @@ def _parse_lines(data: bytes) -> Record:
     for (name, _, kind), prefix, line in zip(_LAYOUT, _PREFIXES, lines[1:], strict=False):
         if not line.startswith(prefix):
             raise CorruptRecordError(f"the record has {line[:40]!r} where {name!r} belongs")
-        values.append(_parse_value(line[len(prefix) :], kind, name))
+        values.append(parse_value(line[len(prefix) :], kind, name))
     sig_line = lines[-2]
     if not sig_line.startswith("signature "):
         raise CorruptRecordError("the record has no signature line")
-    signature = _parse_value(sig_line[len("signature ") :], "hex", "signature")
+    signature = parse_value(sig_line[len("signature ") :], "hex", "signature")
     for (_, attr, _), value in zip(_LAYOUT, values, strict=True):
         if value is None and attr not in _OPTIONAL:
             raise CorruptRecordError(f"the record has no value for {attr.replace('_', '-')}")
@@ -282,13 +238,6 @@ def _parse_lines(data: bytes) -> Record:
 
 
 _LINES = len(_LAYOUT) + 3  # magic, fields, signature, final empty string
-_PATTERNS = {
-    "text": r'(-|"[^"\\\x00-\x1f]*")',  # a string that needs no escape, or none
-    "word": r"([!-~]+)",
-    "int": r"(-|0|[1-9][0-9]{0,18})",
-    "time": r"(-|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z)",
-    "hex": r"(-|[0-9a-f]+)",
-}
 _REQUIRED_AT = tuple(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr not in _OPTIONAL)
 _NONE_AT = tuple(i for i, (_, attr, _) in enumerate(_LAYOUT) if attr in _OPTIONAL)
 _TEXT_AT = tuple(i for i, (_, _, kind) in enumerate(_LAYOUT) if kind == "text")
@@ -316,88 +265,13 @@ def _record_pattern() -> re.Pattern[str]:
     return re.compile(
         re.escape(MAGIC)
         + "\n"
-        + "".join(re.escape(name) + " " + _PATTERNS[kind] + "\n" for name, _, kind in _LAYOUT)
+        + "".join(re.escape(name) + " " + PATTERNS[kind] + "\n" for name, _, kind in _LAYOUT)
         + "signature ([0-9a-f]+)\n",
         re.DOTALL,
     )
 
 
 _PREFIXES = tuple(name + " " for name, _, _ in _LAYOUT)
-#: What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: a quoted string without
-#: these is written the one canonical way.
-_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
-
-
-def _parse_value(text: str, kind: str, name: str) -> Any:
-    """One value, checked so that whatever reads the record later cannot fail on it, and
-    written the canonical way (:class:`CorruptRecordError` otherwise)."""
-    if text == "-":
-        return None
-    if kind == "text":
-        if len(text) >= 2 and text[0] == text[-1] == '"':
-            inner = text[1:-1]
-            if not _JSON_ESCAPED.search(inner):
-                return inner  # (decoded UTF-8 holds no lone surrogate)
-        value = None
-        if len(text) >= 2 and text[0] == text[-1] == '"':  # a string: no nesting to recurse on
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = None
-        if not isinstance(value, str):
-            raise CorruptRecordError(f"the record's {name} is not a quoted string")
-        if _has_surrogate(value):
-            raise CorruptRecordError(f"the record's {name} is not valid Unicode")
-        if json.dumps(value, ensure_ascii=False) != text:
-            raise CorruptRecordError("the record is not in canonical form")
-        return value
-    if kind == "int":
-        if not text.isascii() or not text.isdigit() or len(text) > _INT_DIGITS:
-            raise CorruptRecordError(f"the record's {name} is not a number below 2**63")
-        number = int(text)
-        if number > MAX_INT:
-            raise CorruptRecordError(f"the record's {name} is not a number below 2**63")
-        if text[0] == "0" and len(text) > 1:
-            raise CorruptRecordError("the record is not in canonical form")
-        return number
-    if not _WORD.fullmatch(text):
-        raise CorruptRecordError(f"the record's {name} is malformed")
-    if kind == "time" and not _is_time(text):
-        raise CorruptRecordError(f"the record's {name} is not an RFC 3339 UTC time")
-    if kind == "hex" and not _HEX.fullmatch(text):
-        raise CorruptRecordError(f"the record's {name} is not lower-case hex")
-    return text
-
-
-def _is_time(text: str) -> bool:
-    """The form ``clock.rfc3339`` writes, on a real date: what ``clock.parse_rfc3339``
-    accepts (repeated here, since the two modules do not import each other)."""
-    return _TIME.fullmatch(text) is not None and _real_time(text)
-
-
-def _real_time(text: str) -> bool:
-    """Whether a time of the form ``clock.rfc3339`` writes names a real date and time."""
-    date = _DATES.get(text[:10])
-    if date is None:
-        y, mo, d = int(text[:4]), int(text[5:7]), int(text[8:10])
-        leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
-        days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-        date = 1 <= mo <= 12 and 1 <= d <= days[mo - 1]
-        if len(_DATES) < 4096:
-            _DATES[text[:10]] = date
-    # two ASCII digits each (the pattern says so): compared as text, they compare as numbers
-    return date and text[11:13] < "24" and text[14:16] < "60" and text[17:19] < "60"
-
-
-_DATES: dict[str, bool] = {}
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def verify(record: Record) -> None:
@@ -461,40 +335,6 @@ def _random_hex(size: int) -> str:
 def new_token() -> str:
     """A fresh 256-bit bearer token, in a form secret scanners recognise."""
     return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-
-
-def looks_like_token(text: str) -> bool:
-    """Whether ``text`` contains something that looks like a bearer token (or part of one)."""
-    return TOKEN_LIKE.search(text) is not None
-
-
-def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
-    """Refuse free text for a new record (owner, note, checkpoint) before anything is written.
-
-    Records are shared and their history is never expired, so a control character
-    (C0, DEL, C1: a newline, an escape sequence) or a pasted token would be there for
-    good. The message never repeats the text: it may be a secret.
-    """
-    if not isinstance(text, str):
-        raise UsageError(f"{what} must be text, not {type(text).__name__}")
-    if max_chars is not None and len(text) > max_chars:
-        raise UsageError(f"{what} is {len(text)} characters long; at most {max_chars} are allowed")
-    bad = UNPRINTABLE.search(text)
-    if bad is not None:
-        code = ord(bad.group())
-        if 0xD800 <= code <= 0xDFFF:
-            raise UsageError(f"{what} is not valid UTF-8 text")
-        raise UsageError(
-            f"{what} contains the control character U+{code:04X} at position {bad.start()}; "
-            "control characters (newlines and tabs included) are not allowed"
-        )
-    if looks_like_token(text):
-        raise UsageError(
-            f"{what} contains text that looks like a gitlease bearer token (glt_...); "
-            "a record is shared and kept forever, so tokens are refused. Keep tokens in "
-            "their receipts only"
-        )
-    return text
 
 
 class SigningKey:

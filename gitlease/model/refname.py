@@ -47,6 +47,14 @@ MAX_RESOURCE_BYTES = 512
 #: libgit2 (1.9) refuses a longer ref name ("the provided buffer is too short").
 MAX_REF_CHARS = 1023
 COMPACT = "="
+#: The one ref under ``PREFIX`` that is not a claim: a remote store's index of path scopes
+#: (docs/reference/path-scopes.md). Under the claims' prefix, so every fetch of the claims
+#: brings it and the claims' atomic push can carry it; no resource's ref is it or lies below
+#: it (``@`` occurs in no resource's ref: the escaped form writes it ``%40``, and the compact
+#: form is base32, ``=`` and ``+``), it does not end in ``.lease`` (:func:`decode` refuses
+#: it), and ``Store.read_all``, the store's listing of claims, leaves it out. (Not ``=``:
+#: gitolite refuses a ref name with a ``=`` in it.)
+SCOPES_INDEX_REF = PREFIX + "@scopes"
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 _RESERVED_ENDINGS = (".lock", LEAF_SUFFIX)

@@ -10,16 +10,18 @@ whose patterns cover a path; only their refs are read.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Container, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 from .._util.text import printable
+from ..gitio.gitdirs import worktree_of
 from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
+from ..model.refname import SCOPES_INDEX_REF
 from ..store.local import Store
-from .index import Index, index_path, read_index, rebuild
-from .wildmatch import _literal_prefix, check_path, compile_pattern, is_repository_path
+from .index import Index, index_path, read_index, read_mirrored, rebuild, sighted
+from .syntax import prefix_of
+from .wildmatch import check_path, compile_pattern, is_repository_path
 
 #: The hooks whose commit is the index as staged: they check the paths it changes.
 SCOPE_HOOKS = ("pre-commit", "pre-merge-commit", "prepare-commit-msg", "pre-applypatch")
@@ -34,17 +36,15 @@ def covering(
     check: bool = True,
 ) -> list[tuple[str, list[Claim]]]:
     """For each path (relative to the repository's top; USAGE if not a valid one), the live
-    claims whose scopes cover it, by resource. ``index``: the store's, if already read (a
-    missing one is made from every record, in memory). ``known``: object ids of records
-    known to be good (this worktree's own last writes: no signature to check). ``check``:
-    refuse a path with a control character too (a person's input; git allows them)."""
+    claims whose scopes cover it, by resource. ``index``: the store's, if already read
+    (:func:`stored_index`). ``known``: object ids of records known to be good (this
+    worktree's own last writes: no signature to check). ``check``: refuse a path with a
+    control character too (a person's input; git allows them)."""
     if check:
         for path in paths:
             check_path(path)
     if index is None:
-        index = read_index(store.git_dir)
-        if index is None:
-            index = rebuild(store)
+        index = stored_index(store)
     hits = [_candidates(index, path) for path in paths]
     refs = sorted({e for found in hits for e in found})
     now = Now.read()
@@ -53,7 +53,7 @@ def covering(
         # (one process a ref for a few, which is what a commit in one's own scope reads;
         # two processes for any number)
         snaps = [store.read(r) for r in refs] if len(refs) <= 2 else store.read_many(refs)
-        for snap in snaps:
+        for snap in sighted(store, snaps, mirrored=index.mirrored):
             claim = judge(snap, now, known=known)
             if claim.active and claim.record is not None and claim.record.paths:
                 claims[snap.ref] = claim
@@ -75,15 +75,10 @@ def _candidates(index: Index, path: str) -> set[str]:
     found = set()
     for entry in index.entries:
         for pattern in entry.paths:
-            if path.startswith(_prefix(pattern)) and _matches(pattern, path):
+            if path.startswith(prefix_of(pattern)) and _matches(pattern, path):
                 found.add(entry.ref)
                 break
     return found
-
-
-@lru_cache(maxsize=8192)
-def _prefix(pattern: str) -> str:
-    return _literal_prefix(pattern)
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -105,101 +100,79 @@ def _pattern_for(claim: Claim, path: str) -> str | None:
     return None
 
 
-def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
-    """``gitlease who --json``: ``{"paths": [{"path": ..., "claims": [claim, ...]}]}``."""
-    return {
-        "paths": [
-            {"path": path, "claims": [c.to_dict() for c in claims]}
-            for path, claims in covering(store, paths)
-        ]
-    }
-
-
-def who_text(doc: dict[str, object]) -> str:
-    """``gitlease who`` for people: one line a path and claim."""
-    lines = []
-    entries = doc["paths"]
-    assert isinstance(entries, list)
-    for item in entries:
-        path = printable(item["path"])
-        if not item["claims"]:
-            lines.append(f"{path}  (no live claim's scope covers it)")
-        for c in item["claims"]:
-            left = format_duration(int((c.get("expires_in") or 0) * 1000))
-            lines.append(
-                f"{path}  {printable(c['resource'])}  {c['claim_id']}  "
-                f"{printable(c['owner'] or '')}  expires in {left}  "
-                f"[{' '.join(printable(p) for p in c['paths'] or ())}]"
-            )
-    return "\n".join(lines)
+def stored_index(store: Store) -> Index:
+    """Every scope index the store holds, to look with: its file and, in a remote store's
+    mirror, its index ref (entries of both, if a store has both). One that cannot be read
+    is made afresh from every record, in memory; none at all, an empty index."""
+    return _index_of(store.git_dir, lambda: store) or Index([], 0)
 
 
 # ------------------------------------------------------------------ the commit check
 
 
-_STORES: dict[Path, Path] = {}
+def _store_dir(git_dir: Path, store: Store | None) -> Path:
+    """The store's git dir: ``store``'s, when the caller opened it (the commit check did, to
+    judge the bindings), else the one the worktree whose git dir is ``git_dir`` uses (one
+    ``git config`` call)."""
+    if store is not None:
+        return store.git_dir
+    from ..store.location import locate
+
+    worktree = worktree_of(git_dir)
+    return locate(cwd=worktree if worktree is not None else git_dir).git_dir
 
 
-def remember_store(git_dir: Path, store_dir: Path) -> None:
-    """Note the store of the worktree whose git dir is ``git_dir``, found by a caller that
-    located it already (the commit check): locating it costs a ``git config`` call."""
-    _STORES[git_dir] = store_dir
-
-
-def _store_of(git_dir: Path) -> Path:
-    """The store's git dir for the worktree whose git dir is ``git_dir`` (one ``git config``
-    call, once per process)."""
-    found = _STORES.get(git_dir)
-    if found is None:
-        from ..gitio.gitdirs import _worktree_of
-        from ..store.location import locate
-
-        worktree = _worktree_of(git_dir)
-        found = locate(cwd=worktree if worktree is not None else git_dir).git_dir
-        _STORES[git_dir] = found
-    return found
-
-
-def scoped_index(git_dir: Path) -> Index | None:
-    """The scope index of this worktree's store, or None when no claim there has scopes (no
-    index yet, or an empty one): then a commit needs no list of its changed paths."""
-    store_dir = _store_of(git_dir)
-    index = _index_of(store_dir, git_dir)
-    if index is None or not index.entries:
-        return None
-    return index
-
-
-def _index_of(store_dir: Path, git_dir: Path) -> Index | None:
-    """The store's index; None if it has none (no claim there ever had scopes). One that
-    exists but cannot be read (not as gitlease writes it) is made afresh from every record,
-    in memory: slower, never blind."""
+def _plain_store(store_dir: Path, git_dir: Path) -> Store:
+    """The store at ``store_dir``, read as it is on disk (a remote store's mirror: the
+    commit check never waits for the network)."""
     from ..store.location import Location
+
+    return Store(Location(store_dir, "the commit check", git_dir, None))
+
+
+def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:
+    """The store's index file, and its index ref when it is a remote store's mirror (one
+    fetch brings the ref with the claims); None if it has neither (no claim there ever had
+    scopes). One that exists but cannot be read (not as gitlease writes it) is made afresh
+    from every record, in memory: slower, never blind. ``store``: makes the store to read
+    the ref and the records with, when they are needed."""
+    from ..gitio.gitread import has_ref
 
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
-        index = rebuild(Store(Location(store_dir, "the commit check", git_dir, None)))
-    return index
+        index = rebuild(store())
+    if not has_ref(store_dir, SCOPES_INDEX_REF):
+        return index
+    mirror = read_mirrored(store())
+    if index is None:
+        return mirror
+    return mirror.replace(entries=[*index.entries, *mirror.entries])
 
 
-def foreign_scope_problems(git_dir: Path, paths: list[str]) -> list[str]:
+def foreign_scope_problems(
+    git_dir: Path, paths: list[str], index: Index | None = None, store: Store | None = None
+) -> list[str]:
     """Why changing ``paths`` (relative to the worktree's top) from the worktree whose git
     dir is ``git_dir`` must be refused: each path inside a live scope of a claim this
     worktree is not bound to, naming the claim and its holder (empty: no such path).
+    ``index``: the store's scope index, if the caller read it already; ``store``: that
+    worktree's store, if the caller opened it (else it is located here, at the cost of a
+    ``git config`` call).
 
     The commit hooks call it with the paths a commit changes; the harness's pre-edit hooks
     with the file about to be edited. A store that cannot be read is a problem (fail closed).
+    A remote store's mirror is read as it is (as fresh as this host's last fetch).
     """
     from ..errors import GitleaseError
     from ..receipts import bindings as bindings_mod
-    from ..store.location import Location
 
     try:
-        store_dir = _store_of(git_dir)
-        index = _index_of(store_dir, git_dir)
+        store_dir = _store_dir(git_dir, store)
+        if index is None:
+            index = _index_of(store_dir, lambda: store or _plain_store(store_dir, git_dir))
         if index is None or not index.entries or not paths:
             return []
-        store = Store(Location(store_dir, "the commit check", git_dir, None))
+        store = store or _plain_store(store_dir, git_dir)
         out = []
         # (no scope covers a path that cannot be a file of the repository; a control
         # character in a file's name is git's to allow, and a pattern still covers it)
@@ -255,13 +228,19 @@ def staged_changes(cwd: Path | None = None) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def commit_problems(hook: str, git_dir: Path, cwd: Path | None = None) -> list[str]:
-    """The commit hook's scope check: nothing to do (no git call) when no claim has scopes."""
+def commit_problems(
+    hook: str, git_dir: Path, cwd: Path | None = None, store: Store | None = None
+) -> list[str]:
+    """The commit hook's scope check: nothing to do (no git call) when no claim has scopes.
+    ``store``: the worktree's store, if the claim check opened it already."""
     if hook not in SCOPE_HOOKS:
         return []
     try:
-        if scoped_index(git_dir) is None:
-            return []
+        store_dir = _store_dir(git_dir, store)
+        index = _index_of(store_dir, lambda: store or _plain_store(store_dir, git_dir))
+        if index is None or not index.entries:
+            return []  # (no claim has scopes: no list of the changed paths is needed)
+        store = store or _plain_store(store_dir, git_dir)  # (located once, for both looks)
     except Exception as exc:  # fail closed
         return [f"the path scopes cannot be read ({exc}); refusing (fail closed)"]
-    return foreign_scope_problems(git_dir, staged_changes(cwd))
+    return foreign_scope_problems(git_dir, staged_changes(cwd), index, store)

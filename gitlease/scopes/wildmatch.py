@@ -1,46 +1,28 @@
-"""Path scope patterns: git's wildmatch rules, matching a path, and deciding overlap exactly.
+"""Path scope patterns as automata: matching a path, and deciding overlap exactly.
 
-A pattern is relative to the repository's top folder and follows git's ``:(glob)``
-pathspec rules (docs/reference/path-scopes.md):
-
-* ``*`` matches any run of characters within one path segment (never ``/``), ``?`` one
-  character of a segment, ``[...]`` one character of a segment from a class (``[!...]`` or
-  ``[^...]`` negated, ``a-z`` ranges, ``]`` first is literal, ``\\`` escapes), ``\\x`` the
-  character ``x`` itself.
-* ``**`` as a whole segment crosses segments: ``**/x`` (``x`` in any folder, the top one
-  too), ``a/**/b`` (``a/b``, ``a/x/b``, ...), ``x/**`` (everything below ``x``), ``**``
-  (everything).
-* A pattern ending in ``/`` means every path below a folder it names (``src/`` is
-  ``src/**``). A pattern without any of ``*?[\\`` also covers everything below it, as a
-  git pathspec does (``docs/auth`` covers ``docs/auth/x.md``).
-
-Validation is total (USAGE, :class:`~gitlease.errors.UsageError`): an empty pattern, one
-starting with ``/``, an empty segment (``a//b``), a ``.`` or ``..`` segment, a control
-character, a trailing lone ``\\``, an unterminated ``[``, an empty or reversed range, a
-POSIX class ``[[:alpha:]]`` (not supported), ``**`` not a whole segment (``a**``), a pattern
-longer than 1,024 characters.
-
-Each pattern becomes a small NFA whose transitions test one character. Two patterns
-overlap when the intersection of their languages, and of the language of valid paths
-(non-empty segments, none ``.`` or ``..``), is not empty: decided by a breadth-first
-search of the product automaton over an alphabet of character classes (every character
-the patterns name, every range boundary, and "any other character"), which also gives the
-shortest witness path. Standard library only: the commit hook imports this module.
+A pattern's text follows git's wildmatch rules (:mod:`gitlease.scopes.syntax` reads it and
+refuses a bad one, USAGE; docs/reference/path-scopes.md). Each pattern becomes a small NFA
+whose transitions test one character. Two patterns overlap when the intersection of their
+languages, and of the language of valid paths (non-empty segments, none ``.`` or ``..``), is
+not empty: decided by a breadth-first search of the product automaton over an alphabet of
+character classes (every character the patterns name, every range boundary, and "any other
+character"), which also gives the shortest witness path. The valid-path automaton also
+checks a path a person gives (relative, ``/``-separated, no empty, ``.`` or ``..`` segment).
+Standard library only: the commit hook imports this module.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import pairwise
 
 from ..errors import UsageError
+from .syntax import CONTROL, Token, literal_prefix, prefix_of, tokenize
+from .syntax import MAX_PATTERN_CHARS as MAX_PATTERN_CHARS  # (the scope index reads it here)
 
-MAX_PATTERN_CHARS = 1024
 MAX_PATTERNS = 64
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 # A character test: (negated, ((lo, hi), ...)) as code points; "/" never passes a test
 # made from *, ? or a class.
@@ -91,8 +73,8 @@ class Pattern:
         self.edges: list[list[tuple[_Test, int]]] = []
         self.eps: list[list[int]] = []
         self.start = self._state()
-        self.prefix = _literal_prefix(text)
-        end = _compile(self, _tokens(text), self.start)
+        self.prefix = literal_prefix(text)
+        end = _compile(self, tokenize(text), self.start)
         self.accept = end
 
     def _state(self) -> int:
@@ -135,18 +117,9 @@ class Pattern:
         return f"Pattern({self.text!r})"
 
 
-# ------------------------------------------------------------------ parsing
-
-
-# tokens: ("lit", char) | ("any",) | ("star",) | ("class", negated, ranges)
-#       | ("dstar-lead",) "**/" at the start | ("dstar-mid",) "/**/" | ("dstar-end",) "/**"
-#       | ("all",) the whole pattern "**" | ("below",) the end of a folder pattern
-Token = tuple[object, ...]
-
-
 def validate(text: object) -> str:
     """``text`` if it is a valid scope pattern; USAGE naming what is wrong otherwise."""
-    _tokens(text)
+    tokenize(text)
     return text  # type: ignore[return-value]  # (_tokens checked that it is a str)
 
 
@@ -156,168 +129,6 @@ def compile_pattern(text: str) -> Pattern:
     if not isinstance(text, str):
         raise UsageError(f"a path scope must be text, not {type(text).__name__}")
     return Pattern(text)
-
-
-def _bad(text: str, why: str) -> UsageError:
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text[:80])
-    return UsageError(f"bad path scope {shown!r}: {why} (see docs/reference/path-scopes.md)")
-
-
-def _tokens(text: object) -> list[Token]:
-    if not isinstance(text, str):
-        raise UsageError(f"a path scope must be text, not {type(text).__name__}")
-    if not text:
-        raise UsageError("a path scope must not be empty (see docs/reference/path-scopes.md)")
-    if len(text) > MAX_PATTERN_CHARS:
-        raise _bad(text, f"longer than {MAX_PATTERN_CHARS} characters")
-    bad = _CONTROL.search(text)
-    if bad is not None:
-        raise _bad(text, f"control character U+{ord(bad.group()):04X} (or a lone surrogate)")
-    if text.startswith("/"):
-        raise _bad(text, "an absolute path; scopes are relative to the repository's top folder")
-    folder = text.endswith("/")
-    body = text[:-1] if folder else text
-    if not body:
-        raise _bad(text, "an empty folder name")
-    segments = _split_segments(text, body)
-    # "**/**" means what "**" means: one is kept
-    segments = [
-        s for i, s in enumerate(segments) if not (s == "**" and i and segments[i - 1] == "**")
-    ]
-    tokens: list[Token] = []
-    last = len(segments) - 1
-    for i, segment in enumerate(segments):
-        if segment == "":
-            raise _bad(text, "an empty segment (two slashes in a row)")
-        if segment in (".", ".."):
-            raise _bad(text, f"a {segment!r} segment; name paths from the repository's top")
-        if segment == "**":
-            if len(segments) == 1:
-                tokens.append(("all",))
-            elif i == 0:
-                tokens.append(("dstar-lead",))
-            elif i == last:
-                tokens.append(("dstar-end",))
-            else:
-                tokens.append(("dstar-mid",))
-            continue
-        if i > 0 and segments[i - 1] != "**":
-            tokens.append(("lit", "/"))
-        tokens.extend(_segment_tokens(text, segment))
-    if folder:
-        if tokens[-1] in (("all",), ("dstar-end",)):
-            pass  # "**/" and "a/**/" are already everything below
-        else:
-            tokens.append(("below",))
-    elif not any(c in text for c in "*?[\\"):
-        tokens.append(("below-or-self",))
-    return tokens
-
-
-def _split_segments(text: str, body: str) -> list[str]:
-    """Split at ``/`` outside a class (a class never holds ``/``, so any ``/`` splits; an
-    escaped ``\\/`` is refused: a segment cannot hold a slash)."""
-    segments = body.split("/")
-    for segment in segments:
-        if segment.endswith("\\") and not _escaped_backslash_end(segment):
-            raise _bad(text, "a trailing backslash (escape nothing, or a slash)")
-    return segments
-
-
-def _escaped_backslash_end(segment: str) -> bool:
-    run = len(segment) - len(segment.rstrip("\\"))
-    return run % 2 == 0
-
-
-def _segment_tokens(text: str, segment: str) -> list[Token]:
-    out: list[Token] = []
-    i = 0
-    n = len(segment)
-    while i < n:
-        c = segment[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise _bad(text, "a trailing backslash")
-            out.append(("lit", segment[i + 1]))
-            i += 2
-        elif c == "*":
-            if i + 1 < n and segment[i + 1] == "*":
-                raise _bad(text, "'**' must be a whole segment ('a/**/b', '**/x', 'x/**')")
-            out.append(("star",))
-            i += 1
-        elif c == "?":
-            out.append(("any",))
-            i += 1
-        elif c == "[":
-            token, i = _class(text, segment, i)
-            out.append(token)
-        else:
-            out.append(("lit", c))
-            i += 1
-    return out
-
-
-def _class(text: str, segment: str, start: int) -> tuple[Token, int]:
-    """A ``[...]`` class starting at ``segment[start]``: (token, index after ``]``)."""
-    i = start + 1
-    n = len(segment)
-    negated = i < n and segment[i] in "!^"
-    if negated:
-        i += 1
-    items: list[tuple[int, int]] = []
-    first = True
-    while True:
-        if i >= n:
-            raise _bad(text, "an unterminated '[' class")
-        c = segment[i]
-        if c == "]" and not first:
-            i += 1
-            break
-        first = False
-        if c == "[" and i + 1 < n and segment[i + 1] == ":":
-            raise _bad(text, "POSIX character classes ('[[:alpha:]]') are not supported")
-        if c == "\\":
-            if i + 1 >= n:
-                raise _bad(text, "an unterminated '[' class")
-            c = segment[i + 1]
-            i += 2
-        else:
-            i += 1
-        lo = ord(c)
-        hi = lo
-        if i + 1 < n and segment[i] == "-" and segment[i + 1] != "]":
-            h = segment[i + 1]
-            i += 2
-            if h == "\\":
-                if i >= n:
-                    raise _bad(text, "an unterminated '[' class")
-                h = segment[i]
-                i += 1
-            hi = ord(h)
-            if hi < lo:
-                raise _bad(text, f"the range {chr(lo)}-{chr(hi)} is reversed")
-        items.append((lo, hi))
-    return ("class", negated, tuple(sorted(items))), i
-
-
-@lru_cache(maxsize=8192)
-def _prefix_of(text: str) -> str:
-    """The literal prefix of a pattern's text, checked to be a valid pattern first only when
-    it is compiled (an invalid one is refused there: see :func:`overlap`)."""
-    if not isinstance(text, str):
-        raise UsageError(f"a path scope must be text, not {type(text).__name__}")
-    return _literal_prefix(text)
-
-
-def _literal_prefix(text: str) -> str:
-    """The pattern's leading characters that every match starts with (a cheap first test)."""
-    out = []
-    for c in text:
-        if c in "*?[\\":
-            break
-        out.append(c)
-    prefix = "".join(out)
-    return prefix
 
 
 # ------------------------------------------------------------------ NFA construction
@@ -414,8 +225,8 @@ def check_path(path: object) -> str:
     or ``..`` segment, no control character); USAGE otherwise."""
     if not isinstance(path, str) or not path:
         raise UsageError("a path must be non-empty text")
-    if _CONTROL.search(path):
-        raise UsageError(f"the path {_CONTROL.sub('?', path)[:80]!r} holds a control character")
+    if CONTROL.search(path):
+        raise UsageError(f"the path {CONTROL.sub('?', path)[:80]!r} holds a control character")
     state = 0
     for char in path:
         state = _valid_step(state, ord(char))
@@ -463,8 +274,8 @@ def overlap(a: str | Pattern, b: str | Pattern) -> str | None:
 
     Exact: a breadth-first search over the product of both NFAs and the valid-path DFA.
     """
-    pa = a.prefix if isinstance(a, Pattern) else _prefix_of(a)
-    pb = b.prefix if isinstance(b, Pattern) else _prefix_of(b)
+    pa = a.prefix if isinstance(a, Pattern) else prefix_of(a)
+    pb = b.prefix if isinstance(b, Pattern) else prefix_of(b)
     if not (pa.startswith(pb) or pb.startswith(pa)):
         return None  # every match starts with its literal prefix (and nothing is compiled)
     p = a if isinstance(a, Pattern) else compile_pattern(a)

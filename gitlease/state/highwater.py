@@ -76,6 +76,35 @@ def read(git_dir: Path, ref: str) -> int:
         os.close(fd)
 
 
+def read_every(git_dir: Path) -> dict[str, int]:
+    """Every mark of the store, by ref: :func:`read` of each ref that has one, in one
+    listing (a pass over every resource, ``verify``, reads them all). A file whose name is
+    not its ref's digest is no mark, as :func:`read` would never open it."""
+    folder = layout.highwater_dir(git_dir)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    marks: dict[str, int] = {}
+    for name in names:
+        try:
+            fd = os.open(os.path.join(folder, name), _READ)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            data = os.pread(fd, 4096, 0)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        ref = data.decode("utf-8", "surrogateescape").strip().partition(" ")[2]
+        revision = _parse(data, ref)
+        if revision and layout.ref_digest(ref) == name:
+            marks[ref] = revision
+    return marks
+
+
 def raise_to(git_dir: Path, ref: str, revision: int, *, durable: bool = True) -> None:
     """Raise the mark of ``ref`` to ``revision`` if it is lower (never lowers it).
 

@@ -25,9 +25,11 @@ overrides the methods whose behaviour differs when a git remote coordinates it.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,13 +49,15 @@ from ..gitio.gitread import (
     parse_for_each_ref,
     parse_reflog,
     stderr_text,
+    with_settings,
 )
-from ..gitio.loose import read_blob_ref
+from ..gitio.objects import LooseObjects, read_blob_ref
 from ..model.bootclock import stamp_foreign
-from ..model.refname import PREFIX
+from ..model.refname import PREFIX, SCOPES_INDEX_REF
 from ..state import guards
 
 if TYPE_CHECKING:
+    from ..gitio.catfile import BatchReader
     from .location import Location
 
 #: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
@@ -69,6 +73,17 @@ _LOG_KEY = "core.logAllRefUpdates"
 GC_GRACE = "1.hour.ago"
 #: How many blobs a store keeps read (a claim record is under 1 KiB).
 _BLOB_CACHE = 256
+
+
+def _snapshot(ref: str, oid: str, found: tuple[str, bytes] | None) -> Snapshot:
+    """A listed ref's snapshot from its object's type and bytes (None: missing), with the
+    problem :meth:`Store.read_all` names for it."""
+    if found is None:
+        return Snapshot(ref, oid, None, f"object {oid} is missing")
+    kind, body = found
+    if kind != "blob":
+        return Snapshot(ref, oid, None, f"the ref points at a {kind}, not a blob")
+    return Snapshot._of((ref, oid, body, None, None))
 
 
 class Store:
@@ -111,6 +126,10 @@ class Store:
         """Whether what landed of a write that raised ``error`` can be read from the refs now.
         Here it always can: the transaction either committed or it did not."""
         return True
+
+    def begin_command(self) -> None:
+        """A command starts with this store, which an earlier one used (a resident server
+        keeps its stores open): nothing of that one carries over. Here: nothing to forget."""
 
     def child_env(self) -> dict[str, str]:
         """Environment for a command run under a claim, so its own gitlease calls reach this
@@ -161,7 +180,8 @@ class Store:
         return Snapshot(ref, None, None)
 
     def _cat_file(self, ref: str) -> Snapshot | None:
-        """The ref's object from the files when both are loose (:mod:`gitlease.gitio.loose`),
+        """The ref's object from the files when both are loose
+        (:func:`gitlease.gitio.objects.read_blob_ref`),
         else from one ``git cat-file --batch`` call, looked up directly.
 
         (``for-each-ref`` with a full ref name still lists the whole directory, which
@@ -257,9 +277,149 @@ class Store:
                 out[oid] = (body, None)
         return out
 
+    def read_blobs(self, oids: Sequence[str]) -> dict[str, tuple[bytes | None, str | None]]:
+        """Many blobs by object id: each ``(bytes, None)``, or ``(None, why not)`` (missing,
+        not a blob, not an object id). Loose objects are read from their files
+        (:func:`~gitlease.gitio.objects.read_loose`), the rest in one ``cat-file --batch``."""
+        out: dict[str, tuple[bytes | None, str | None]] = {}
+        rest: list[str] = []
+        with LooseObjects(self.git_dir / "objects") as objects:
+            for oid in dict.fromkeys(oids):
+                if not OID.fullmatch(oid):
+                    out[oid] = (None, f"{oid[:80]!r} is not an object id")
+                    continue
+                loose = objects.read(oid)
+                if loose is None:
+                    rest.append(oid)
+                elif loose[0] != "blob":
+                    out[oid] = (None, f"object {oid} is a {loose[0]}, not a blob")
+                else:
+                    out[oid] = (loose[1], None)
+        out.update(self._cat_objects(rest))
+        return out
+
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
-        """Every ref under ``prefix`` with its blob, in one pass over the refs."""
-        return stamp_foreign(self.git_dir, self._for_each_ref(prefix))
+        """Every claim ref under ``prefix`` with its blob, in one pass over the refs (never
+        :data:`~gitlease.model.refname.SCOPES_INDEX_REF`, which holds no claim)."""
+        snaps = [s for s in self._for_each_ref(prefix) if s.ref != SCOPES_INDEX_REF]
+        return stamp_foreign(self.git_dir, snaps)
+
+    def iter_all(
+        self, prefix: str = PREFIX, batch: int = 1000, *, stamped: bool = True
+    ) -> Iterator[list[Snapshot]]:
+        """What :meth:`read_all` reads, a batch of ``batch`` snapshots at a time (broken refs
+        last): ``list --json`` of 100,000 claims holds one batch of records, not every one
+        (docs/performance.md, 5b). See :meth:`_listed` for how. ``stamped=False``: the
+        caller stamps first sightings itself (:func:`~gitlease.model.claim.timed_many`).
+
+        A store whose :meth:`read_all` differs (a remote's mirror stamps every ref with its
+        first sighting, the whole listing at once) gives its :meth:`read_all` as one batch.
+        """
+        if type(self).read_all is not Store.read_all:
+            yield self.read_all(prefix)
+            return
+        yield from self._listed(prefix, {}, batch, stamped)
+
+    def read_all_since(
+        self, seen: Mapping[str, Snapshot], *, stamped: bool = True
+    ) -> list[Snapshot]:
+        """What :meth:`read_all` reads, reading again only the records whose object id
+        changed since ``seen`` (what an earlier call returned, by ref): a record is named by
+        its object id, so a ref that still names the same id still holds the same bytes;
+        the snapshot of such a ref is the one in ``seen``, its sighting stamped afresh
+        (``stamped=False``: by the caller, as for :meth:`iter_all`).
+
+        A store whose :meth:`read_all` differs (a remote's mirror) reads everything."""
+        if type(self).read_all is not Store.read_all:
+            return self.read_all()
+        return [snap for part in self._listed(PREFIX, seen, 1 << 30, stamped) for snap in part]
+
+    def _listed(
+        self, prefix: str, seen: Mapping[str, Snapshot], batch: int, stamped: bool
+    ) -> Iterator[list[Snapshot]]:
+        """The refs under ``prefix`` as one ``git for-each-ref`` names them (their ids, no
+        blob: git alone knows every rule of refs), read a batch at a time as git writes
+        them: a loose record from its file (:class:`~gitlease.gitio.objects.LooseObjects`:
+        a third of what git takes), any other through one ``git cat-file --batch``
+        process; the records of ``seen`` whose ids did not change are not read at all.
+        Each snapshot is what :meth:`read_all` gives for the ref (a blob, or the same
+        problem), stamped as it stamps them unless ``stamped`` is False."""
+        errors: list[bytes] = []
+        reader: BatchReader | None = None
+        objects = LooseObjects(self.git_dir / "objects")
+        try:
+            for lines in self._listed_ids(prefix, batch, errors):
+                out: list[Snapshot] = []
+                unread: list[tuple[int, str, str]] = []
+                for line in lines:
+                    oid, _, rest = line.partition(" ")
+                    ref, _, target = rest.partition(" ")
+                    before = seen.get(ref)
+                    if target:
+                        out.append(Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC))
+                    elif before is not None and before.oid == oid and before.data is not None:
+                        if before.first_seen_ms is not None:  # (stamped afresh below)
+                            before = before.replace(first_seen_ms=None)
+                        out.append(before)
+                    else:
+                        loose = objects.read(oid)
+                        if loose is None:
+                            unread.append((len(out), ref, oid))
+                        out.append(_snapshot(ref, oid, loose))
+                if unread:
+                    if reader is None:
+                        from ..gitio.catfile import BatchReader
+
+                        reader = BatchReader(self.git_dir)
+                    kinds = reader.read_many([oid for _, _, oid in unread])
+                    for i, ref, oid in unread:
+                        kind, body = kinds[oid]
+                        out[i] = _snapshot(ref, oid, None if kind is None else (kind, body))
+                yield stamp_foreign(self.git_dir, out) if stamped else out
+        finally:
+            objects.close()
+            if reader is not None:
+                reader.close()
+        if b"ignoring broken ref" in b"".join(errors):
+            yield broken_refs(b"".join(errors), prefix)
+
+    def _listed_ids(self, prefix: str, batch: int, errors: list[bytes]) -> Iterator[list[str]]:
+        """``git for-each-ref``'s lines of ``%(objectname) %(refname) %(symref)``, a batch at
+        a time as git writes them (what git said on stderr, appended to ``errors``; STORE
+        if it failed: nothing read before then is to be used)."""
+        fmt = "--format=%(objectname) %(refname) %(symref)"
+        with tempfile.TemporaryFile() as stderr:  # (a pipe could fill and stall git)
+            try:
+                proc = subprocess.Popen(
+                    ["git", "for-each-ref", fmt, prefix],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=git_env(self.git_dir),
+                )
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+            try:
+                assert proc.stdout is not None
+                lines: list[str] = []
+                for raw in proc.stdout:
+                    lines.append(raw.rstrip(b"\n").decode("utf-8", "surrogateescape"))
+                    if len(lines) >= batch:
+                        yield lines
+                        lines = []
+                code = proc.wait()
+            finally:
+                if proc.poll() is None:  # (the reader stopped early)
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()  # type: ignore[union-attr]
+            stderr.seek(0)
+            errors.append(stderr.read())
+        if code != 0:
+            why = errors[-1].decode("utf-8", "replace").strip() or f"git exited {code}"
+            raise StoreError(f"cannot read the store {self.git_dir}: {why}")
+        if lines:
+            yield lines
 
     def _for_each_ref(self, pattern: str) -> list[Snapshot]:
         fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
@@ -674,6 +834,46 @@ class Store:
         result = self._git(*args)
         if result.returncode != 0:
             raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
+
+    def collect_garbage_trimmed(self, grace: str = GC_GRACE) -> None:
+        """:meth:`collect_garbage` for the retention pass, which has just trimmed the claims'
+        reflogs itself: git's own reflog expiry is skipped when the store keeps no other
+        reflog (``gc.reflogExpire`` and ``gc.reflogExpireUnreachable`` set to ``never`` for
+        the one ``git gc``; git then runs no ``reflog expire``).
+
+        That expiry keeps nothing of the claims' anyway (:data:`_GC_KEYS`) but rewrites
+        every reflog to say so, a lock and a rename a resource: most of a pass over a big
+        store (docs/performance.md, ``prune``). A store that holds other reflogs (a
+        repository named as the store outright) keeps git's expiry for them.
+        """
+        if self._only_claim_reflogs():
+            settings = ("gc.reflogExpire", "gc.reflogExpireUnreachable")
+            env = with_settings(git_env(self.git_dir), tuple((k, "never") for k in settings))
+        else:
+            env = git_env(self.git_dir)
+
+        def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+            try:
+                return subprocess.run(["git", *args], capture_output=True, env=env)
+            except OSError as exc:
+                raise StoreError(f"cannot run git: {exc}") from None
+
+        bare = git("rev-parse", "--is-bare-repository").stdout.strip() == b"true"
+        result = git("gc", "--quiet", f"--prune={grace}", *([] if bare else ["--auto"]))
+        if result.returncode != 0:
+            raise StoreError(f"git gc of the store {self.git_dir} failed: {stderr_text(result)}")
+
+    def _only_claim_reflogs(self) -> bool:
+        """Whether every reflog of the store is a claim's (under ``logs/refs/worklease``)."""
+        logs = self.git_dir / "logs"
+        try:
+            top = os.listdir(logs)
+            refs = os.listdir(logs / "refs") if "refs" in top else []
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return set(top) <= {"refs"} and set(refs) <= {PREFIX.split("/")[1]}
 
     def start_retention_if_due(self) -> None:
         """About once a day, start the retention pass in the background

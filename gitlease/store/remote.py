@@ -39,7 +39,7 @@ from ..errors import (
 from ..gitio import layout
 from ..gitio.gitread import Snapshot, git_env, with_settings
 from ..model.clock import Now
-from ..model.refname import PREFIX
+from ..model.refname import LEAF_SUFFIX, PREFIX, SCOPES_INDEX_REF
 from ..model.sightings import Sightings
 from .local import Store
 from .pushreply import (
@@ -228,6 +228,11 @@ class RemoteStore(Store):
         interrupted one did not, and only settling with ``show`` can tell."""
         return isinstance(error, (CompareAndSwapFailed, StoreError))
 
+    def begin_command(self) -> None:
+        """A new command looks afresh: a refusal settled by an earlier command's fetch
+        answers no read of this one (see :meth:`refresh`)."""
+        self._fetched_after_refusal = None
+
     def child_env(self) -> dict[str, str]:
         """The command's own gitlease calls use the same coordinator."""
         return {"GITLEASE_REMOTE": self.remote}
@@ -392,7 +397,7 @@ class RemoteStore(Store):
                     f"have landed and the remote cannot be read to tell ({exc}); compare "
                     "`gitlease show` with your receipt once it can"
                 ) from None
-            found = {self._push_outcome(ref, expected, new) for ref, expected, new in planned}
+            found = set(self._outcomes(planned))
             if found == {"landed"}:
                 return True
             if found == {"not landed"} or not replay or policy:
@@ -419,7 +424,7 @@ class RemoteStore(Store):
                 f"{what}; nothing of this write is at the remote, and none can land (the "
                 f"remote cannot be read now either: {exc})"
             ) from None
-        found = {self._push_outcome(ref, expected, new) for ref, expected, new in planned}
+        found = set(self._outcomes(planned))
         if found == {"landed"}:
             return
         if found <= {"pending", "not landed"}:
@@ -449,7 +454,7 @@ class RemoteStore(Store):
                         "your receipt once it can"
                     ) from None
                 time.sleep(0.5)
-        found = [self._push_outcome(ref, expected, new) for ref, expected, new in planned]
+        found = self._outcomes(planned)
         if all(f == "landed" for f in found):
             return
         if all(f == "not landed" for f in found):
@@ -490,6 +495,21 @@ class RemoteStore(Store):
             )
         except OSError:
             return None
+
+    def _outcomes(self, planned: list[tuple[str, str | None, str]]) -> list[str]:
+        """:meth:`_push_outcome` of each record the push carried. A ref that holds no record
+        (the scope index riding on an acquire, :data:`SCOPES_INDEX_REF`) has no chain to
+        follow, and needs none: the push was atomic, so the records tell for it. Once it
+        holds neither what the push expected nor what it wrote, the push can never land
+        (its lease cannot match again): records still "pending" are then "not landed"."""
+        found = []
+        closed = False
+        for ref, expected, new in planned:
+            if ref.endswith(LEAF_SUFFIX):
+                found.append(self._push_outcome(ref, expected, new))
+            else:
+                closed |= Store.read(self, ref).oid not in (expected, new)
+        return ["not landed" if closed and f == "pending" else f for f in found]
 
     def _push_outcome(self, ref: str, expected: str | None, new: str) -> str:
         """Whether ``new`` is in the ref's history at the remote: "landed", "not landed"
@@ -545,7 +565,8 @@ class RemoteStore(Store):
 
         with suppress(GitleaseError), self._mirror_lock():  # e.g. a young lock that stays
             for ref, _, _ in pairs:
-                self._ensure_reflog(ref)
+                if ref != SCOPES_INDEX_REF:  # (its history is no claim's: no reflog)
+                    self._ensure_reflog(ref)
             try:
                 with self.repo.transaction() as tx:
                     for ref, _, _ in sorted(pairs):

@@ -3,7 +3,7 @@
 Put on ``PYTHONPATH`` (``conftest.BREAK_CAS``), this module is loaded by Python at start-up
 (:mod:`site` imports ``sitecustomize``) and replaces the stores' compare-and-swap with a
 read-then-write that takes no guard and no ref lock, and the remote's leased push with a
-forced one, so that racers can slip in between. tests/test_history.py runs it to show that
+forced one, so that racers can slip in between. tests/system/test_history.py runs it to show that
 the history checker catches what such a build lets through. Nothing of this ships: the
 package's write path has no switch to break it (docs/design.md, the map).
 

@@ -1,0 +1,137 @@
+"""The object id shortcut (docs/design.md): a worktree's binding names the record it wrote, so
+the commit check and ``check`` of our own record need no cryptography; the shortcut is not
+taken where it must not be (no binding, a binding others could write, a replaced or forged
+record, an untrusted receipt, a receipt whose token was replaced). Counting, never timing:
+which modules a process imported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import store_path
+from probes import probe, receipt_of, replace_object
+
+R = "github/acme/api/20"
+
+
+def binding_of(repo: Path, resource: str = R) -> Path:
+    from gitlease.model.refname import encode
+    from gitlease.receipts.receipt import resource_key
+
+    return repo / ".git" / "worklease" / "bindings" / f"{resource_key(encode(resource))}.json"
+
+
+def oid_of(repo: Path, resource: str = R) -> str | None:
+    return json.loads(binding_of(repo, resource).read_text()).get("oid")
+
+
+def test_the_commit_check_of_our_own_record_needs_no_cryptography(cli, repo: Path) -> None:
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    assert oid_of(repo) == doc["oid"], "the binding names the record that landed"
+    assert "oid" not in receipt_of(doc).read_text(), "(the receipt's format is unchanged)"
+    got = probe(repo, "hook")
+    assert got == {"problems": [], "crypto": []}, got
+    assert cli("heartbeat", R).code == 0
+    now = cli("show", R, "--json").json["oid"]
+    assert oid_of(repo) == now != doc["oid"], "a heartbeat records its record too"
+    assert probe(repo, "hook") == {"problems": [], "crypto": []}
+
+
+def test_check_of_our_own_record_needs_no_cryptography(cli, repo: Path) -> None:
+    assert cli("acquire", R, "--ttl", "5m").code == 0
+    got = probe(repo, "cli", "check", R)
+    assert got == {"code": 0, "crypto": []}, got
+    assert cli("heartbeat", R).code == 0
+    assert probe(repo, "cli", "check", R) == {"code": 0, "crypto": []}
+
+
+def test_without_a_binding_check_verifies(cli, repo: Path) -> None:
+    assert cli("acquire", R, "--ttl", "5m", "--no-bind").code == 0
+    got = probe(repo, "cli", "check", R)
+    assert got["code"] == 0 and got["crypto"], got
+
+
+def test_a_binding_others_could_write_is_not_believed(cli, repo: Path) -> None:
+    assert cli("acquire", R, "--ttl", "5m").code == 0
+    binding_of(repo).chmod(0o666)
+    got = probe(repo, "hook")
+    assert got["problems"] == [] and got["crypto"], "the id is ignored; the record verified"
+    binding_of(repo).chmod(0o600)
+    binding_of(repo).parent.chmod(0o777)
+    got = probe(repo, "hook")
+    assert got["problems"] == [] and got["crypto"], got
+
+
+def test_a_replaced_record_is_still_lost_and_checked(cli, repo: Path, tmp_path: Path) -> None:
+    cli("acquire", R, "--ttl", "1s")
+    time.sleep(1.3)
+    other = tmp_path / "other.json"
+    assert cli("acquire", R, "--ttl", "5m", "--receipt", str(other), "--no-bind").code == 0
+    got = probe(repo, "hook")
+    assert got["crypto"], "another's record is verified, not taken as ours"
+    assert len(got["problems"]) == 1 and "replaced" in got["problems"][0], got
+    got = probe(repo, "cli", "check", R)
+    assert got["code"] == 4 and got["crypto"], got
+
+
+def _forged(doc: dict) -> bytes:
+    """A record of our claim (same claim id, revision), self-signed by another key, good
+    for an hour: what someone who can write the store, but has not our token, can make."""
+    from gitlease.model.record import SigningKey, new_token, parse
+
+    raw = subprocess.run(
+        ["git", "--git-dir", doc["store"], "cat-file", "blob", doc["oid"]],
+        capture_output=True,
+        check=True,
+    ).stdout
+    mine = parse(raw)
+    key = SigningKey(new_token())
+    forged = mine.evolve(
+        public_key=key.public_hex, boot_expires_ms=mine.boot_expires_ms + 3_600_000
+    )
+    return forged.signed(key).raw or b""
+
+
+def test_a_forged_record_under_our_object_id_is_refused(cli, repo: Path) -> None:
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    doc["store"] = str(store_path(repo))
+    replace_object(Path(doc["store"]), doc["oid"], _forged(doc))
+    assert cli("show", R, "--json").json["oid"] == doc["oid"], "git still names our object id"
+    got = probe(repo, "hook")
+    assert got["crypto"], "bytes that do not hash to the id are verified"
+    assert len(got["problems"]) == 1 and "forged" in got["problems"][0], got
+    got = probe(repo, "cli", "check", R)
+    assert got["code"] == 4, got
+
+
+def test_an_untrusted_receipt_still_fails_the_commit_check(cli, repo: Path) -> None:
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    receipt_of(doc).chmod(0o644)
+    got = probe(repo, "hook")
+    assert len(got["problems"]) == 1 and "not trusted" in got["problems"][0], got
+    assert probe(repo, "cli", "check", R)["code"] == 4
+
+
+@pytest.mark.parametrize("verb", ["heartbeat", "release"])
+def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
+    cli, repo: Path, verb: str
+) -> None:
+    """The record at the ref is byte for byte the one this worktree wrote (its binding names
+    it), but the receipt's token was replaced since (by hand, or a receipt restored from
+    another claim's copy): it proves nothing. A write must say LOST, as it did before the
+    object id shortcut spared the key check, never exit 1 (a bug)."""
+    from gitlease.model.record import new_token
+
+    doc = cli("acquire", R, "--json").json
+    receipt = Path(doc["receipt"])
+    text = receipt.read_text()
+    token = json.loads(text)["token"]
+    receipt.write_text(text.replace(token, new_token()))
+    got = cli(verb, R, "--json")
+    assert got.code == 4, got
+    assert cli("show", R, "--json").json["oid"] == doc["oid"], "nothing was written"

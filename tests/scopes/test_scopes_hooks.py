@@ -1,0 +1,189 @@
+"""The commit hooks and path scopes: real ``git commit`` and ``git merge`` through hooks
+installed with ``gitlease hooks install``, from two worktrees of one repository."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git
+
+from gitlease.scopes.lookup import foreign_scope_problems, staged_changes
+
+
+def _write(worktree: Path, name: str, text: str = "x\n") -> None:
+    path = worktree / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _commit(worktree: Path, *extra: str, message: str = "change") -> tuple[bool, str]:
+    result = git("commit", "-qm", message, *extra, cwd=worktree, check=False)
+    return result.returncode == 0, result.stderr
+
+
+def _stage(worktree: Path, name: str, text: str) -> None:
+    _write(worktree, name, text)
+    git("add", "-A", cwd=worktree)
+
+
+def test_a_commit_into_another_claims_scope_is_refused(cli, worktrees) -> None:
+    a, b = worktrees
+    _stage(b, "src/auth/old.py", "old\n")
+    assert _commit(b)[0]  # no scopes yet: commits freely
+    assert cli("hooks", "install", cwd=a).code == 0
+    got = cli("acquire", "auth", "--paths", "src/auth/**", "--json", cwd=a)
+    assert got.code == 0, got
+    claim_id = got.json["claim_id"]
+
+    # b touches a file in a's scope: refused, naming the claim, its holder and the path
+    _stage(b, "src/auth/login.py", "b's edit\n")
+    ok, err = _commit(b)
+    assert not ok, err
+    assert "commit refused" in err and "src/auth/login.py" in err and claim_id in err
+    assert "test-agent" in err and "auth" in err and "gitlease who" in err
+    ok, err = _commit(b, "--no-verify")
+    assert not ok and "prepare-commit-msg" in err  # --no-verify does not skip it
+    git("reset", "-q", "--hard", cwd=b)
+    git("clean", "-qfd", cwd=b)
+
+    # outside the scope: fine
+    _stage(b, "src/main.py", "main\n")
+    assert _commit(b)[0]
+
+    # deleting and renaming from a scoped path are changes too
+    git("rm", "-q", "src/auth/old.py", cwd=b)
+    ok, err = _commit(b)
+    assert not ok and "src/auth/old.py" in err
+    git("reset", "-q", "--hard", cwd=b)
+    (b / "lib").mkdir(exist_ok=True)
+    git("mv", "src/auth/old.py", "lib/old.py", cwd=b)
+    assert staged_changes(b) == ["src/auth/old.py", "lib/old.py"]
+    ok, err = _commit(b)
+    assert not ok and "src/auth/old.py" in err, err
+    git("reset", "-q", "--hard", cwd=b)
+    # ... and renaming into one
+    git("mv", "src/main.py", "src/auth/main.py", cwd=b)
+    ok, err = _commit(b)
+    assert not ok and "src/auth/main.py" in err, err
+    git("reset", "-q", "--hard", cwd=b)
+
+    # the holder's own worktree commits in its own scope
+    _stage(a, "src/auth/login.py", "a's edit\n")
+    ok, err = _commit(a)
+    assert ok, err
+
+    # once released, the scope reserves nothing
+    assert cli("release", "auth", cwd=a).code == 0
+    _stage(b, "src/auth/login.py", "b's edit\n")
+    ok, err = _commit(b)
+    assert ok, err
+
+
+def test_a_merge_bringing_in_a_scoped_path_is_refused(cli, worktrees) -> None:
+    a, b = worktrees
+    assert cli("hooks", "install", cwd=a).code == 0
+    git("checkout", "-q", "-b", "feature", cwd=b)
+    _stage(b, "docs/auth.md", "doc\n")
+    assert _commit(b)[0]
+    git("checkout", "-q", "agent-b", cwd=b)
+    _stage(b, "other.txt", "other\n")
+    assert _commit(b)[0]  # so the merge is not a fast-forward
+    assert cli("acquire", "docs", "--paths", "docs/", cwd=a).code == 0
+    result = git("merge", "-q", "--no-edit", "feature", cwd=b, check=False)
+    assert result.returncode != 0, result
+    assert "pre-merge-commit" in result.stderr and "docs/auth.md" in result.stderr
+    git("merge", "--abort", cwd=b)
+    assert cli("release", "docs", cwd=a).code == 0
+    assert git("merge", "-q", "--no-edit", "feature", cwd=b, check=False).returncode == 0
+
+
+def test_foreign_scope_problems_is_the_shared_check(cli, worktrees) -> None:
+    a, b = worktrees
+    got = cli("acquire", "web", "--paths", "web/*.js", "--json", cwd=a)
+    assert got.code == 0
+    b_git_dir = Path(git("rev-parse", "--absolute-git-dir", cwd=b).stdout.strip())
+    a_git_dir = Path(git("rev-parse", "--absolute-git-dir", cwd=a).stdout.strip())
+    problems = foreign_scope_problems(b_git_dir, ["web/app.js", "web/lib/x.js", "README"])
+    assert len(problems) == 1 and "web/app.js" in problems[0]
+    assert got.json["claim_id"] in problems[0] and "test-agent" in problems[0]
+    assert foreign_scope_problems(a_git_dir, ["web/app.js"]) == []  # bound: its own
+    assert foreign_scope_problems(b_git_dir, []) == []
+    odd = foreign_scope_problems(b_git_dir, ["web/a\nb.js"])  # git allows it in a name
+    assert len(odd) == 1 and "web/a\\nb.js" in odd[0]  # (shown escaped)
+    assert foreign_scope_problems(b_git_dir, ["/abs", "../x"]) == []  # never a repository file
+    # an index that cannot be read is made afresh from the records: never blind
+    from conftest import store_path
+
+    from gitlease.scopes.index import index_path
+
+    index_path(store_path(a)).write_text("not an index")
+    problems = foreign_scope_problems(b_git_dir, ["web/app.js"])
+    assert len(problems) == 1 and got.json["claim_id"] in problems[0]
+
+
+def test_who(cli, repo) -> None:
+    assert cli("acquire", "one", "--paths", "src/**", "--json").code == 0
+    assert cli("acquire", "two", "--paths", "docs/a.md", "--json").code == 0
+    doc = cli("who", "src/x.py", "docs/a.md", "README", "--json")
+    assert doc.code == 0, doc
+    by_path = {p["path"]: [c["resource"] for c in p["claims"]] for p in doc.json["paths"]}
+    assert by_path == {"src/x.py": ["one"], "docs/a.md": ["two"], "README": []}
+    text = cli("who", "src/x.py", "README").out
+    assert "src/x.py  one" in text and "README  (no live claim" in text
+    assert cli("who", "/etc/passwd", "--json").code == 2
+    assert cli("release", "one").code == 0
+    after = cli("who", "src/x.py", "--json").json
+    assert after["paths"] == [{"path": "src/x.py", "claims": []}]
+
+
+def test_clones_sharing_a_store_check_each_others_scopes(cli, tmp_path: Path) -> None:
+    """Two clones of one project share one store: a commit in one clone, bound to nothing,
+    is refused for a file in a scope taken from the other (the hook's fast path finds the
+    store through the note `hooks install` left)."""
+    from conftest import make_repo
+
+    seed = make_repo(tmp_path / "seed")
+    shop = tmp_path / "shop.git"
+    git("clone", "-q", "--bare", str(seed), str(shop), cwd=tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    git("clone", "-q", str(shop), str(a), cwd=tmp_path)
+    git("clone", "-q", str(shop), str(b), cwd=tmp_path)
+    assert cli("hooks", "install", cwd=b).code == 0
+    got = cli("acquire", "api", "--paths", "api/", "--json", cwd=a)
+    assert got.code == 0, got
+    _stage(b, "api/handler.py", "b\n")
+    ok, err = _commit(b)
+    assert not ok and got.json["claim_id"] in err, err
+    git("reset", "-q", cwd=b)
+    (b / "api" / "handler.py").unlink()
+    _stage(b, "web/page.html", "b\n")
+    ok, err = _commit(b)
+    assert ok, err
+
+
+def test_one_commit_check_locates_the_store_once(cli, worktrees, tmp_path: Path) -> None:
+    """Locating the store costs a ``git config`` call: the claim check and the scope check of
+    one commit share the store the claim check opened (a bound worktree), and the scope
+    check locates it once for both of its looks (an unbound one)."""
+    a, b = worktrees
+    assert cli("acquire", "auth", "--paths", "src/auth/**", cwd=a).code == 0
+    for worktree, code in ((a, 0), (b, 1)):
+        _stage(worktree, "src/auth/x.py", "x\n")
+        trace = tmp_path / f"trace-{worktree.name}"
+        result = subprocess.run(
+            [sys.executable, "-m", "gitlease.hookcheck", "pre-commit"],
+            cwd=worktree,
+            env={**os.environ, "GIT_TRACE": str(trace)},
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == code, result.stderr
+        located = [
+            line
+            for line in trace.read_text().splitlines()
+            if "built-in: git config" in line and "--show-scope" in line
+        ]
+        assert len(located) == 1, (worktree.name, located)

@@ -1,0 +1,215 @@
+"""The fast paths of issue 33 keep the behaviour of the slow ones they replace.
+
+* ``packed-refs`` is checked whole once per file identity, then only looked up (a binary
+  search when sorted): a damaged line is still found, and a lookup agrees with a scan.
+* The high-water mark is overwritten in place under a lock: it only ever rises, and a
+  longer old text leaves no tail.
+* Blobs read through pygit2 are remembered by object id; refs are read afresh.
+"""
+
+from __future__ import annotations
+
+import mmap
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import store_git, store_path
+
+from gitlease.gitio import gitread as _gitread
+from gitlease.state import highwater
+
+
+def _sorted_packed(names: list[bytes], peeled: set[bytes]) -> bytes:
+    lines = [b"# pack-refs with: peeled fully-peeled sorted \n"]
+    for name in sorted(names):
+        lines.append(b"a" * 40 + b" " + name + b"\n")
+        if name in peeled:
+            lines.append(b"^" + b"b" * 40 + b"\n")
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_binary_search_agrees_with_a_scan(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    names = sorted({f"refs/worklease/{rng.randrange(10**6)}.lease".encode() for _ in range(60)})
+    present = names[::2]
+    peeled = set(rng.sample(present, len(present) // 3))
+    path = tmp_path / "packed-refs"
+    path.write_bytes(_sorted_packed(present, peeled))
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        for name in [*names, b"refs/a", b"refs/zzz", b"refs/worklease/"]:
+            assert _gitread._names(data, name) == (name in present), name
+
+
+def test_an_unsorted_file_is_searched_whole(tmp_path: Path) -> None:
+    path = tmp_path / "packed-refs"
+    path.write_bytes(b"a" * 40 + b" refs/worklease/b\n" + b"a" * 40 + b" refs/worklease/a\n")
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        assert _gitread._names(data, b"refs/worklease/a")
+        assert _gitread._names(data, b"refs/worklease/b")
+        assert not _gitread._names(data, b"refs/worklease/c")
+
+
+def test_packed_refs_are_scanned_once_per_file_and_damage_is_still_found(
+    cli, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitlease.api import lease
+    from gitlease.store.location import open_store
+
+    store = open_store(cwd=repo)  # (30 claims in one process: 30 commands take minutes at load)
+    for i in range(30):
+        lease.acquire(store, f"packed/{i}", receipt=repo.parent / f"r{i}.json", bind=False)
+    store_git("pack-refs", "--all", cwd=repo)
+    git_dir = store_path(repo)
+    scans = []
+    real = _gitread._scan
+    monkeypatch.setattr(_gitread, "_scan", lambda *a: scans.append(a[3]) or real(*a))
+    _gitread._KNOWN_GOOD.clear()
+    for i in range(30, 40):
+        ref = f"refs/worklease/packed/{i}.lease"
+        assert _gitread.packed_refs_problem(git_dir, ref) is None
+    assert len(scans) == 1, "one whole scan for one packed-refs file"
+    assert (git_dir / "worklease" / "packed-refs-checked").exists()
+    _gitread._KNOWN_GOOD.clear()  # another process: it reads the identity from the file
+    assert _gitread.packed_refs_problem(git_dir, "refs/worklease/packed/99.lease") is None
+    assert len(scans) == 1
+    # a line naming the ref is found by the lookup, and then judged by the scan
+    named = "refs/worklease/packed/7.lease"
+    assert "names" in (_gitread.packed_refs_problem(git_dir, named) or "")
+    # an edit of the file, in place and at the same size, is a new identity: scanned again
+    packed = git_dir / "packed-refs"
+    good = packed.read_bytes()
+    damaged = good.replace(b"packed/3.lease\n", b"packed/3.lease \n", 1)[:-1]
+    assert len(damaged) == len(good)
+    packed.write_bytes(damaged)
+    problem = _gitread.packed_refs_problem(git_dir, "refs/worklease/packed/55.lease")
+    assert problem and "corrupt at line" in problem
+    got = cli("acquire", "packed/55", "--json")
+    assert got.code == 7 and "packed-refs" in got.json["error"]["message"], got
+    packed.write_bytes(good)
+    assert cli("acquire", "packed/55").code == 0
+
+
+def test_a_mark_only_rises_and_leaves_no_tail(tmp_path: Path) -> None:
+    git_dir = tmp_path / "store.git"
+    ref = "refs/worklease/x.lease"
+    highwater.raise_to(git_dir, ref, 99, durable=True)
+    assert highwater.read(git_dir, ref) == 99
+    highwater.raise_to(git_dir, ref, 7)
+    assert highwater.read(git_dir, ref) == 99, "never lowered"
+    highwater.raise_to(git_dir, ref, 100)
+    path = highwater.mark_path(git_dir, ref)
+    assert path.read_bytes() == f"100 {ref}\n".encode()
+    path.write_bytes(b"5 " + b"r" * 200 + b"\n")  # someone else's longer text
+    highwater.raise_to(git_dir, ref, 101)
+    assert path.read_bytes() == f"101 {ref}\n".encode()
+    highwater.forget(git_dir, ref)
+    assert highwater.read(git_dir, ref) == 0
+    highwater.raise_to(git_dir, ref, 3)
+    assert highwater.read(git_dir, ref) == 3
+
+
+def test_concurrent_raisers_leave_the_highest(tmp_path: Path) -> None:
+    git_dir = tmp_path / "store.git"
+    ref = "refs/worklease/x.lease"
+    code = (
+        "import sys; from pathlib import Path; from gitlease.state import highwater\n"
+        "g, start = Path(sys.argv[1]), int(sys.argv[2])\n"
+        "for r in range(start, 400, 4): highwater.raise_to(g, 'refs/worklease/x.lease', r)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(git_dir), str(i)]) for i in range(4)]
+    assert all(p.wait() == 0 for p in procs)
+    assert highwater.read(git_dir, ref) == 399
+
+
+def test_a_ref_is_read_afresh_while_its_blob_is_remembered(store) -> None:
+    import gitlease
+
+    gitlease.acquire(store, "blob/1", ttl="5m", bind=False)
+    ref = "refs/worklease/blob/1.lease"
+    first = store.read(ref)
+    gitlease.release(store, "blob/1")
+    second = store.read(ref)
+    assert second.oid != first.oid and second.data != first.data
+    assert store.read_blob(first.oid) == (first.data, None)
+
+
+def test_streamed_list_json_is_the_document_byte_for_byte(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gitlease.cli import output
+
+    docs = [
+        {"resource": f"r/{i}\x7f\u0085\udcff", "n": None, "f": 1.5, "b": True, "x": {"k": [1]}}
+        for i in range(1203)
+    ]
+    for case in (docs, [], docs[:1], docs[:500]):
+        output.print_claims_json(iter(case))
+        streamed = capsys.readouterr().out
+        output.print_json({"claims": case})
+        assert streamed == capsys.readouterr().out
+
+
+def test_the_verified_cache_holds_every_record_a_read_saw(tmp_path: Path) -> None:
+    from gitlease.state import verified_records as verified
+
+    git_dir = tmp_path / "store.git"
+    seen = [f"{i:040x}" for i in range(verified.MAX_ENTRIES + 5000)]
+    older = [f"{i:040x}" for i in range(10**6, 10**6 + 10)]
+    verified.save(git_dir, seen, older)
+    kept = verified.load(git_dir)
+    assert set(seen) <= kept and set(older) <= kept
+
+
+def test_the_json_escape_pattern_is_everything_from_del_up() -> None:
+    """Spelled as a negation (the range form cost every command 3-10 ms to compile)."""
+    import re
+
+    from gitlease.cli import output
+
+    ranged = re.compile(r"[\x7f-\U0010ffff]")
+    assert all(
+        bool(output._JSON_RAW.match(chr(c))) == bool(ranged.match(chr(c))) for c in range(0x110000)
+    )
+
+
+def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    calls: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args, *a, **kw):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    return calls
+
+
+def test_acquires_look_at_the_hooks_runs_two_git_processes(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rev-parse (common dir and top at once) and the `core.hooksPath` lookup; the
+    worktrees are listed only when the hooks folder could be part of a checkout."""
+    from conftest import git, run_cli
+
+    from gitlease.hooks import install
+
+    assert run_cli("hooks", "install", cwd=repo).code == 0
+    wt = repo.parent / "wt-hooks"
+    git("worktree", "add", "-q", "-b", "hooked", str(wt), cwd=repo)
+    calls = _git_calls(monkeypatch)
+    for where in (repo, wt):
+        calls.clear()
+        found = install.commit_check(where)
+        assert found is not None and found.in_effect, found
+        assert [c[1] for c in calls] == ["rev-parse", "config"], calls
+    # a hooks folder inside the checkout: the worktrees (and its ignore rules) are asked for
+    git("config", "core.hooksPath", ".githooks", cwd=repo)
+    calls.clear()
+    found = install.commit_check(repo)
+    assert found is not None and not found.in_effect
+    assert found.location.checkout == repo
+    assert "worktree" in [c[1] for c in calls] and "check-ignore" in [c[1] for c in calls]

@@ -1,0 +1,147 @@
+"""A real gitlease process stopped at an exact moment (a test-only pause point,
+gitlease/_testing.py), while the test acts: a claim taken, a signal sent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TESTING, run_cli, store_git, store_path
+
+from gitlease.model.refname import encode
+
+R = "stall/1"
+
+
+class Paused:
+    """A CLI process started so that it stops at ``point`` until :meth:`go`."""
+
+    def __init__(self, point: str, args: list[str], cwd: Path, tmp: Path) -> None:
+        self.dir = tmp / f"pause-{point}"
+        self.dir.mkdir()
+        self.point = point
+        env = {
+            **os.environ,
+            **TESTING,
+            "GITLEASE_TESTING_PAUSE": point,
+            "GITLEASE_TESTING_PAUSE_DIR": str(self.dir),
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gitlease", *args],
+            cwd=cwd,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def wait_paused(self) -> None:
+        """Wait (on the file, not on time) until the process stands at its pause point."""
+        marker = self.dir / f"{self.point}.paused"
+        deadline = time.monotonic() + 120  # a failure bound only, never a margin
+        while not marker.exists():
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                pytest.fail(f"exited {self.proc.returncode} before its pause: {out} {err}")
+            assert time.monotonic() < deadline, "never reached its pause point"
+            time.sleep(0.01)
+
+    def go(self) -> tuple[int, str, str]:
+        (self.dir / f"{self.point}.go").write_text("")
+        out, err = self.proc.communicate(timeout=120)
+        return self.proc.returncode, out, err
+
+
+@pytest.mark.parametrize("command", [["verify", "--repair"], ["prune"]])
+def test_a_stalled_repair_keeps_the_receipt_of_a_claim_taken_meanwhile(
+    command: list[str], repo: Path, tmp_path: Path
+) -> None:
+    """Issue 29.7: the snapshot the orphan check judged by was taken before the claim; a
+    stall past the receipt's youth (its mtime set back, as a long SIGSTOP would leave it)
+    made the repair remove the new claim's receipt: it could no longer heartbeat."""
+    assert run_cli("acquire", R, "--no-bind", cwd=repo).code == 0
+    assert run_cli("release", R, cwd=repo).code == 0
+    stalled = Paused("orphan-receipts", command, repo, tmp_path)
+    stalled.wait_paused()
+    got = run_cli("acquire", R, "--no-bind", "--json", cwd=repo)
+    assert got.code == 0, got
+    receipt = Path(got.json["receipt"])
+    long_ago = time.time() - 3600
+    os.utime(receipt, (long_ago, long_ago))  # the stall lasted an hour
+    code, out, err = stalled.go()
+    assert receipt.exists(), f"{command} (exit {code}) removed a live claim's receipt: {out} {err}"
+    beat = run_cli("heartbeat", R, cwd=repo)
+    assert beat.code == 0, beat
+    assert run_cli("release", R, cwd=repo).code == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [
+        (["acquire", R], signal.SIGTERM),
+        (["acquire", R], signal.SIGINT),
+        (["bundle", "acquire", R, "stall/2"], signal.SIGTERM),
+        (["acquire", "--first-free", "stall/0", R], signal.SIGINT),
+    ],
+)
+def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
+    command: list[str], signum: int, worktrees: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 29.11: SIGINT or SIGTERM right after the write ended the acquire with 130/143
+    while the claim stayed held and bound. Now the claim is released again under its guard
+    (exit 128+N, nothing held, nothing bound), or the exit is 5 naming it."""
+    wt, other = worktrees
+    if "--first-free" in command:
+        assert run_cli("acquire", "stall/0", "--no-bind", cwd=other).code == 0
+    paused = Paused("after-write", command, wt, tmp_path)
+    paused.wait_paused()
+    paused.proc.send_signal(signum)
+    code, out, err = paused.go()
+    if code == 5:
+        assert "claim" in err and R in err, err
+        return
+    assert code == 128 + signum, (code, out, err)
+    shown = run_cli("show", R, "--json", cwd=wt).json
+    assert shown["state"] != "active", f"exit {code}, yet the claim is held: {shown}"
+    assert run_cli("acquire", R, "--no-bind", cwd=other).code == 0, "the claim was left behind"
+
+
+def test_a_tombstone_written_between_judging_and_removing_stays(repo: Path, tmp_path) -> None:
+    """The pass judges every old tombstone and writes their floors before it removes any:
+    a claim taken in between (the stall) keeps its ref, its record and its revision."""
+    assert run_cli("acquire", R, "--no-bind", cwd=repo).code == 0
+    assert run_cli("release", R, cwd=repo).code == 0
+    stalled = Paused("prune-tombstones", ["prune", "--older-than", "0s", "--json"], repo, tmp_path)
+    stalled.wait_paused()
+    taken = run_cli("acquire", R, "--no-bind", "--json", cwd=repo)
+    assert taken.code == 0 and taken.json["revision"] == 2, taken
+    code, out, err = stalled.go()
+    assert code == 0, (out, err)
+    assert json.loads(out)["pruned"] == [], out
+    shown = run_cli("show", R, "--json", cwd=repo).json
+    assert shown["state"] == "active" and shown["claim_id"] == taken.json["claim_id"], shown
+    assert run_cli("release", R, cwd=repo).code == 0
+    assert run_cli("acquire", R, "--no-bind", "--json", cwd=repo).json["revision"] == 3
+    assert run_cli("verify", cwd=repo).code == 0
+
+
+def test_a_ref_moved_by_hand_while_the_pass_removes_it_stays(repo: Path, tmp_path) -> None:
+    """The removal is a compare-and-swap on the tombstone that was judged: a ref that a
+    hand-run git moved meanwhile (git takes no guard of gitlease's) is not removed."""
+    assert run_cli("acquire", R, "--no-bind", cwd=repo).code == 0
+    assert run_cli("release", R, cwd=repo).code == 0
+    ref = encode(R)
+    stalled = Paused("prune-remove", ["prune", "--older-than", "0s", "--json"], repo, tmp_path)
+    stalled.wait_paused()
+    acquired = (store_path(repo) / "logs" / ref).read_text().splitlines()[0].split(" ")[1]
+    store_git("update-ref", ref, acquired, cwd=repo)  # back to the acquire's record
+    code, out, err = stalled.go()
+    assert code == 0, (out, err)
+    assert json.loads(out)["pruned"] == [], out
+    assert store_git("rev-parse", ref, cwd=repo).stdout.strip() == acquired
