@@ -16,14 +16,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import wait_for
 from keeping import alive as _alive
-from keeping import assert_lapses, keep, show
+from keeping import assert_lapses, keep, lapses, show
 from keeping import registered as _registered
 
 from gitlease._util import procs as _procs
@@ -64,8 +63,8 @@ def test_one_keeper_keeps_every_claim_each_while_its_own_agent_lives(
 ) -> None:
     a, b = worktrees
     agent_a, agent_b = _sleep(sleeper), _sleep(sleeper)
-    _, kept_a = keep(lambda *args: cli(*args, cwd=a), "kk/a", agent_a.pid)
-    _, kept_b = keep(lambda *args: cli(*args, cwd=b), "kk/b", agent_b.pid)
+    _, kept_a = keep(lambda *args, **kw: cli(*args, cwd=a, **kw), "kk/a", agent_a.pid)
+    _, kept_b = keep(lambda *args, **kw: cli(*args, cwd=b, **kw), "kk/b", agent_b.pid)
     _, kept_c = keep(cli, "kk/c", agent_b.pid)
     pids = {k["keepalive"]["pid"] for k in (kept_a, kept_b, kept_c)}
     assert len(pids) == 1, pids  # one process for the three
@@ -75,8 +74,9 @@ def test_one_keeper_keeps_every_claim_each_while_its_own_agent_lives(
     # agent A ends: its claim lapses, B's two are still kept by the same keeper
     agent_a.kill()
     agent_a.wait()
-    killed = time.time()
-    assert_lapses(lambda *args: cli(*args, cwd=a), "kk/a", killed)
+    log_a = Path(kept_a["keepalive"]["log"])
+    wait_for(lambda: "stopped:" in log_a.read_text(), what="the keeping of kk/a stopped")
+    lapses(lambda *args, **kw: cli(*args, cwd=a, **kw), "kk/a")
     assert show(cli, "kk/b")["state"] == "active"
     assert show(cli, "kk/b")["keepalive"]["pid"] == pid and _alive(pid)
     assert "the watched process" in Path(kept_a["keepalive"]["log"]).read_text()
@@ -99,9 +99,8 @@ def test_kill_9_of_the_keeper_lets_every_claim_lapse_and_the_next_keepalive_star
     pid = one["keepalive"]["pid"]
     assert two["keepalive"]["pid"] == pid
     os.kill(pid, signal.SIGKILL)
-    killed = time.time()
     for resource in ("kk/1", "kk/2"):
-        doc = assert_lapses(cli, resource, killed)
+        doc = assert_lapses(cli, resource, pid)
         assert doc["keepalive"] is None  # its entries stay, a dead keeper is never reported
     wait_for(lambda: not _alive(pid), what="the killed keeper gone")
     # its socket is still there, nobody listening: the next keepalive starts a new keeper
@@ -120,10 +119,8 @@ def test_a_signal_to_the_keeper_leaves_every_claim_to_expire(cli, repo, sleeper)
     _, two = keep(cli, "kk/s2", agent.pid)
     pid = one["keepalive"]["pid"]
     os.kill(pid, signal.SIGTERM)
-    told = time.time()
-    wait_for(lambda: not _alive(pid), what="the keeper ended")
     for kept, resource in ((one, "kk/s1"), (two, "kk/s2")):
-        assert_lapses(cli, resource, told)
+        assert_lapses(cli, resource, pid)
         assert "told to stop (by a signal)" in Path(kept["keepalive"]["log"]).read_text()
     assert _registered(repo) == []
 

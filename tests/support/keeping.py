@@ -48,6 +48,13 @@ def assert_lapses(cli, resource: str, keeper: int) -> dict:
     renews it after, and a TTL later (that clock moved on: ``clock_ahead``) it is expired,
     renewed last when it ended. The document shown then."""
     gone(keeper)
+    return lapses(cli, resource)
+
+
+def lapses(cli, resource: str) -> dict:
+    """The claim, no longer kept (whatever kept it has stopped: the caller waited for that),
+    is renewed no more: a TTL later (that clock moved on: ``clock_ahead``) it is expired,
+    renewed last when its keeping ended. The document shown then."""
     now = show(cli, resource)
     then = cli("show", resource, "--json", env=clock_ahead(TTL + 1))
     assert then.code == 0, then
