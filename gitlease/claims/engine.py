@@ -31,7 +31,7 @@ from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
-from . import bookkeeping, ownership
+from . import ownership
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -101,6 +101,8 @@ def renew_claims(
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
             written = _write(store, rec, plans, "heartbeat", now)
+            from . import bookkeeping  # (writes only: the commit check reads)
+
             bookkeeping.note_landed(store, written)  # (under the guards: no release between)
             return written
 
@@ -185,6 +187,8 @@ def release_claims(
 
     claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
     _stop_keepers(store, rec, claim_refs)
+    from . import bookkeeping  # (writes only: the commit check reads)
+
     if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
         c.ref for c in rec.claims
     }:
