@@ -58,19 +58,16 @@ def _kinds(programs: list[str]) -> dict[str, int]:
 
 
 def _warm(repo: Path) -> None:
-    """Wait (on the event: a cache entry written) until the configuration this repository's
-    store lookup reads is cached: files changed in the last two seconds are not."""
-    from gitlease.store import gitconfig
+    """Wait (on the event: a command that needed no ``git config``, as git's own trace shows)
+    until the configuration this repository's store lookup reads is cached: files changed in
+    the last two seconds are not. (Not by the cache folder's files: other tests' entries are
+    there too, and git's trace names no ``git`` of its own on PATH, part of the cache's key.)"""
+    trace = repo.parent / "warm.trace"
 
-    def entries() -> dict[Path, tuple[int, bytes]]:
-        folder = gitconfig.cache_dir()
-        found = sorted(folder.glob("*.json")) if folder.exists() else []
-        return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in found}
-
-    def cached() -> bool:  # (an entry rewritten in place was stale: not yet)
-        before = entries()
-        assert run_cli("where", cwd=repo).code == 0
-        return bool(before) and entries() == before
+    def cached() -> bool:
+        trace.write_text("")
+        assert run_cli("where", cwd=repo, env={"GIT_TRACE": str(trace)}).code == 0
+        return "--show-origin" not in trace.read_text()
 
     wait_for(cached, what="the configuration cached")
 
