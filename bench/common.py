@@ -129,7 +129,8 @@ def report_parts(bare: list[float], runs: list[dict[str, float]], wall: list[flo
     med = {k: statistics.median(r[k] for r in runs) * 1000 for k in ("imports", "git", "libgit2")}
     calls = statistics.median(r["git_calls"] for r in runs)
     total = statistics.median(r["total"] for r in runs) * 1000
-    ours = total - med["imports"] - med["git"] - med["libgit2"]
+    keeper = statistics.median(r.get("keeper", 0.0) for r in runs) * 1000
+    ours = total - med["imports"] - med["git"] - med["libgit2"] - keeper
     rest = median_ms(wall) - interp - total
     line = (
         f"    parts: interpreter {interp:.1f} + imports {med['imports']:.1f} + "
@@ -137,6 +138,8 @@ def report_parts(bare: list[float], runs: list[dict[str, float]], wall: list[flo
     )
     if med["libgit2"]:
         line += f" + libgit2 writes {med['libgit2']:.1f}"
+    if keeper:
+        line += f" + keeper {keeper:.1f}"
     line += f" + gitlease {ours:.1f} + other {rest:.1f} ms"
     print(line, flush=True)
 

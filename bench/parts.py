@@ -8,8 +8,9 @@ Writes ``{"total", "imports", "git", "git_calls", "libgit2"}`` in seconds to OUT
 wall time from the start of this script's own code to the command's end, the time spent
 importing modules (outermost imports only, so nothing counts twice), the time spent waiting
 for ``git`` processes and how many ran, and the time inside libgit2 writes (blob writes and
-the reference transaction). The interpreter's own start is measured apart, as ``python -c
-pass``. The rest of ``total`` is gitlease's own code.
+the reference transaction), and for a keepalive the wait for the keeper (``keeper``). The
+interpreter's own start is measured apart, as ``python -c pass``. The rest of ``total`` is
+gitlease's own code.
 
 And the same in CPU time (user + system), where a busy machine's waiting would blur the
 wall time: ``cpu_start`` (this process's CPU before its own code: the interpreter's start),
@@ -31,7 +32,7 @@ import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-spent = {"imports": 0.0, "git": 0.0, "git_calls": 0, "libgit2": 0.0}
+spent = {"imports": 0.0, "git": 0.0, "git_calls": 0, "libgit2": 0.0, "keeper": 0.0}
 spent.update(cpu_start=CPU_START, cpu_imports=0.0, cpu_push=0.0, pushes=0, cpu_git=0.0)
 
 
@@ -97,6 +98,22 @@ def _timed_write() -> None:
     Store.compare_and_swap_many = call  # type: ignore[method-assign]
 
 
+def _timed_keeper() -> None:
+    """The time a keepalive waits for the keeper (the hand-over: connect, its work, answer)."""
+    from gitlease.state import keeperlink
+
+    real = keeperlink.request
+
+    def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spent["keeper"] += time.perf_counter() - started
+
+    keeperlink.request = call  # type: ignore[assignment]
+
+
 def main() -> None:
     out, what, *args = sys.argv[1:]
     if what == "gitlease":
@@ -104,6 +121,8 @@ def main() -> None:
 
         if any(a in args for a in ("acquire", "heartbeat", "release")):
             _timed_write()
+        if "keepalive" in args or "--keepalive" in args:
+            _timed_keeper()
         sys.argv = ["gitlease", *args]
         code = gitlease.cli.main()
     else:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from .maintenance.prune import retain as retain
     from .maintenance.verify import verify as verify
     from .model.claim import Claim as Claim
-    from .model.claim import Keeper as Keeper
+    from .model.keeper import Keeper as Keeper
     from .providers import canonical_key as canonical_key
     from .store.local import Store as Store
     from .store.location import open_store as open_store
@@ -97,7 +97,7 @@ _LAZY = {
     "replace_file": "api.guarded",
     "keep_alive": "keepalive.start",
     "keep_bundle_alive": "keepalive.start",
-    "Keeper": "model.claim",
+    "Keeper": "model.keeper",
     "verify": "maintenance.verify",
     "prune": "maintenance.prune",
     "retain": "maintenance.prune",

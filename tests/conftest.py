@@ -36,7 +36,9 @@ _HOME = Path(tempfile.mkdtemp(prefix="gitlease-test-home-"))
 for _name in list(os.environ):
     if _name.startswith(("GITLEASE_", "GIT_")) or _name in ("NO_COLOR",):
         del os.environ[_name]
+(_HOME / "run").mkdir(mode=0o700)  # this session's keepers listen here, never the user's
 os.environ.update(
+    XDG_RUNTIME_DIR=str(_HOME / "run"),
     HOME=str(_HOME),
     XDG_STATE_HOME=str(_HOME / "state"),
     XDG_CONFIG_HOME=str(_HOME / "config"),

@@ -29,10 +29,9 @@ from ..model.fields import check_text
 from ..model.record import RELEASED, Record, SigningKey
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
-from ..state import keepers
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.local import Store
-from . import bookkeeping, ownership
+from . import ownership
 
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
@@ -102,6 +101,8 @@ def renew_claims(
                     )
                 plans.append((snap, _renewed(record, now, new_ttl or record.ttl_ms, snap.oid)))
             written = _write(store, rec, plans, "heartbeat", now)
+            from . import bookkeeping  # (writes only: the commit check reads)
+
             bookkeeping.note_landed(store, written)  # (under the guards: no release between)
             return written
 
@@ -115,6 +116,8 @@ def renew_claims(
 
 def _wake_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> None:
     """Tell the keepalive processes of ``claim_refs`` to look again (their TTL changed)."""
+    from ..state import keepers  # (not on the commit check's path)
+
     try:
         kept = keepers.by_claim(store.git_dir)
     except (OSError, GitleaseError):
@@ -184,6 +187,8 @@ def release_claims(
 
     claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
     _stop_keepers(store, rec, claim_refs)
+    from . import bookkeeping  # (writes only: the commit check reads)
+
     if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
         c.ref for c in rec.claims
     }:
@@ -202,6 +207,8 @@ def _stop_keepers(store: Store, rec: Receipt, claim_refs: list[ClaimRef]) -> Non
     goes on keeping them: it is woken to look now, finds this member released, drops it
     from what it keeps (and from the registry), and renews the others.
     """
+    from ..state import keepers  # (not on the commit check's path)
+
     released = {(c.ref, c.claim_id) for c in claim_refs}
     try:
         kept = keepers.live(store.git_dir)

@@ -15,6 +15,7 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._util.files import mtime
 from ..errors import (
@@ -34,11 +35,13 @@ from ..model.refname import encode, validate_resource
 from ..receipts import bindings as bindings_mod
 from ..receipts import directory as receiptdir
 from ..receipts import receipt as receipts_mod
-from ..receipts import reservation
 from ..receipts.bindings import Binding
 from ..receipts.receipt import ClaimRef, Receipt
 from ..store.local import Store
 from ..store.location import state_home
+
+if TYPE_CHECKING:
+    from ..receipts import reservation
 
 
 def receipt_dir(store: Store) -> Path:
@@ -66,6 +69,8 @@ def load_receipt(
     """Find the caller's receipt: ``--receipt``/``GITLEASE_RECEIPT``, else this worktree's."""
     if resource is not None:
         validate_resource(resource)
+    from ..receipts import reservation  # (the commit check names no receipt: not on its path)
+
     explicit = reservation.explicit_path(receipt)
     if explicit is not None:
         rec = receipts_mod.read(explicit)
@@ -195,6 +200,8 @@ def load_bundle_receipt(
     store: Store, bundle_id: str | None, receipt: str | os.PathLike[str] | None
 ) -> Receipt:
     """A bundle's receipt: ``--receipt``, by bundle id, or the one bundle held here."""
+    from ..receipts import reservation  # (the commit check names no receipt: not on its path)
+
     explicit = reservation.explicit_path(receipt)
     if explicit is not None:
         return _same_store(store, receipts_mod.read(explicit))

@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import click
 
 from ..errors import GitleaseError, UsageError
-from . import output
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -158,6 +157,8 @@ class OutputFailed(Exception):
 def emit(opts: Options, doc: Any, text: str | None) -> None:
     """Print ``doc`` as JSON with ``--json``, else ``text`` for people (flushed, so that a
     closed stdout is known here: :class:`OutputFailed`)."""
+    from . import output  # (here, not at the top: `--version` and `--help` print none of it)
+
     try:
         if opts.json:
             from .jsonout import print_json
@@ -197,10 +198,11 @@ def emit_taken(
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from ..api.output import switch_warnings
+    if any(name.startswith("GITLEASE_TESTING") for name in os.environ):
+        from ..api.output import switch_warnings  # (only then: `--version` imports none of it)
 
-    for line in switch_warnings():  # a test-only switch never changes a decision silently
-        click.echo(line, err=True)
+        for line in switch_warnings():  # a test-only switch never changes a decision silently
+            click.echo(line, err=True)
     opts = _options(args)
     try:
         result = cli.main(
@@ -305,11 +307,15 @@ def _silence_stdout() -> None:
 
 def _say(line: str) -> None:
     """One line on stderr, if stderr can still be written."""
+    from . import output
+
     with contextlib.suppress(OSError):
         click.echo(output.safe_text(line), err=True)
 
 
 def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:
+    from . import output
+
     if wants_json:
         from .jsonout import error_document, print_json
 

@@ -1,4 +1,5 @@
-"""Loose objects read straight from their files, for the listings (``list``, the board).
+"""Loose objects read straight from their files, for the listings (``list``, the board) and
+the commit check's one ref (:func:`read_blob_ref`).
 
 A listing reads every record in the store. ``git`` reads a loose object in about three
 times what Python takes to open the file and inflate it (git maps each file, looks in the
@@ -10,10 +11,20 @@ is left to ``git cat-file``: :meth:`LooseObjects.read` answers None.
 
 The bytes are not trusted for being here: whoever reads a record checks it against its
 object id or its signature (:func:`gitlease.model.claim.verified`), as for git's bytes.
+
+:func:`read_blob_ref` reads one ref and its blob when both are loose: a claim's ref is
+written by libgit2 as a loose ref file (``<git dir>/<ref>``, the object id and a newline)
+pointing at a loose object, and stays so until a ``git gc`` or the retention pass packs
+them. The commit check reads one such ref on every commit; read here, it costs two file
+reads instead of a ``git cat-file`` process. Since the caller may trust the bytes for their
+id (a binding names the record it wrote by id), this one checks that the bytes hash to the
+id. Anything else (a packed ref or object, a symbolic ref, an object store with alternates,
+SHA-256) answers None, and the caller asks git, which reads every form.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
 from pathlib import Path
@@ -24,6 +35,7 @@ from types import TracebackType
 MAX_BYTES = 1 << 20
 _FIRST_READ = 4096  # (most records are a few hundred bytes deflated)
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+_HEX = frozenset("0123456789abcdef")
 
 
 class LooseObjects:
@@ -75,6 +87,37 @@ class LooseObjects:
         finally:
             os.close(fd)
         return _inflated(packed)
+
+
+def read_blob_ref(git_dir: Path, ref: str) -> tuple[str, bytes] | None:
+    """``(object id, blob bytes)`` of ``ref`` in the repository at ``git_dir`` when the ref
+    and its object are both loose and the bytes hash to the id; else None."""
+    if not ref.startswith("refs/") or "/../" in ref or ref.endswith("/..") or "\0" in ref:
+        return None
+    try:
+        with open(git_dir / ref, "rb") as f:
+            text = f.read(100)
+    except OSError:
+        return None  # absent (maybe packed), a directory, unreadable: git decides
+    oid = text.decode("ascii", "replace").strip()
+    if len(text) != 41 or len(oid) != 40 or not _HEX.issuperset(oid):
+        return None  # symbolic, SHA-256, damaged: git decides
+    objects = git_dir / "objects"
+    if os.path.exists(objects / "info" / "alternates"):
+        return None
+    try:
+        with open(objects / oid[:2] / oid[2:], "rb") as f:
+            found = _inflated(f.read(MAX_BYTES + 1))
+    except OSError:
+        return None  # packed (or unreadable): git decides
+    if found is None or found[0] != "blob":
+        return None
+    body = found[1]
+    digest = hashlib.sha1(b"blob %d\0" % len(body), usedforsecurity=False)
+    digest.update(body)
+    if digest.hexdigest() != oid:
+        return None
+    return oid, body
 
 
 def _inflated(packed: bytes) -> tuple[str, bytes] | None:

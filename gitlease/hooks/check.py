@@ -16,7 +16,6 @@ Exit 0 lets the commit proceed; exit 1 refuses it with a message on stderr.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from ..receipts import bindings as bindings_mod
 if TYPE_CHECKING:
     from ..model.claim import Claim
     from ..store.local import Store
+    from ..store.projects import RepoConfig
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "
@@ -79,8 +79,10 @@ def worktree_problems(
         return [f"the claim store cannot be read ({exc}); refusing (fail closed)"]
     from ..claims.engine import check_claims
 
-    if opened is not None:
+    if opened is not None:  # (the scope check then needs no second look)
         opened.append(store)
+    if store.location.config is not None:  # (and the trailers note none either)
+        _CONFIGS[git_dir] = store.location.config
 
     out = []
     for binding in bound:
@@ -120,20 +122,39 @@ def scope_problems(hook: str, cwd: Path | None = None, store: Store | None = Non
 
 
 def _require_claim(git_dir: Path) -> bool:
-    result = subprocess.run(
-        [
-            "git",
-            "--git-dir",
-            str(git_dir),
-            "config",
-            "--type=bool",
-            "--get",
-            "gitlease.requireClaim",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return result.stdout.strip() == "true"
+    """``gitlease.requireClaim``, from the cached configuration read (no git process when
+    nothing it depends on changed)."""
+    from ..store.projects import read_config
+
+    return read_config(git_dir).require_claim
+
+
+#: The configuration the check read for a worktree's git dir, in this process.
+_CONFIGS: dict[Path, RepoConfig] = {}
+#: The note the hook script reads to know, without a git process, that gitlease.trailers is
+#: on (gitlease/resources/gitlease-hook, step 3): kept true by every check.
+TRAILERS_NOTE = "trailers-on"
+
+
+def note_trailers(git_dir: Path) -> None:
+    """Keep ``worklease/trailers-on`` in the worktree's git dir present exactly when
+    ``gitlease.trailers`` is on. Best effort: a stale note costs one more check, never a
+    skipped one (prepare-commit-msg always checks when it is there)."""
+    from ..store.projects import read_config
+
+    note = git_dir / "worklease" / TRAILERS_NOTE
+    try:
+        config = _CONFIGS.get(git_dir) or read_config(git_dir)
+    except GitleaseError:
+        return
+    on = config.trailers
+    try:
+        if on and not note.exists():
+            note.touch(mode=0o644)
+        elif not on and note.exists():
+            note.unlink()
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,11 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     hook = args[0] if args else "pre-commit"
     for line in _testing.warnings():  # a test-only switch never changes a decision silently
         sys.stderr.write(line + "\n")
+    _CONFIGS.clear()
     opened: list[Store] = []  # (the store the claim check opens, for the scope check too)
     try:
         found = problems(opened=opened)
     except Exception as exc:  # fail closed on anything unexpected
         found = [f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"]
+    _note_trailers_here()
     try:
         scoped = scope_problems(hook, store=opened[0] if opened else None)
     except Exception as exc:  # fail closed on anything unexpected
@@ -161,6 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(SCOPE_ADVICE)
     sys.stderr.write("\n".join(lines) + "\n")
     return 1
+
+
+def _note_trailers_here() -> None:
+    from ..gitio.gitdirs import find_git_dir
+
+    try:
+        found = find_git_dir(Path.cwd())
+    except (OSError, GitleaseError):
+        return
+    if found is not None and bindings_mod.bindings(found[0]):
+        note_trailers(found[0])
 
 
 def run() -> None:

@@ -1,26 +1,29 @@
-"""Keepalive: a detached process that renews a claim while the agent that holds it lives.
+"""Keepalive: a keeper renews a claim while the agent that holds it lives.
 
 See docs/concepts.md (keeping a claim alive) and docs/design.md. This module finds the
-process to watch and starts the keepalive process; what that process does is
-:mod:`gitlease.keepalive.process`.
+process to watch and hands the claim to this user's keeper on this host, starting one if
+none answers; what the keeper does is :mod:`gitlease.keepalive.process`.
 
 An agent cannot heartbeat while it thinks, and one turn can outlast a TTL.
-``keep_alive`` starts a process of its own that renews the claim at a third of
+``keep_alive`` hands the claim to a process of its own that renews it at a third of
 its TTL for as long as the watched process lives: by default the agent, the
-nearest ancestor that is neither a shell nor gitlease. It stops, leaving the
+nearest ancestor that is neither a shell nor gitlease. It stops keeping it, leaving the
 claim to expire, when the watched process ends, after ``--max``, when the claim
 is released, lost or replaced (any LOST answer), or when it is told to stop
 (``release`` does). Abandoned work therefore still expires: kill the agent, or
-the keepalive process itself, and the claim lapses within its TTL.
+the keeper itself, and the claim lapses within its TTL.
 
-The process is detached for real: a session of its own (and not its leader, so
-it can never gain a controlling terminal), stdin on ``/dev/null``, stdout and
-stderr on its log next to the receipt, working directory ``/``. It is given no
-token: it reads the receipt itself, and its parameters come through a pipe, not
-its arguments. It takes no ``GITLEASE_*`` variable from the caller (the store,
-its remote and the receipt are passed explicitly; test switches never). It
-registers itself in the store (:mod:`gitlease.state.keepers`), which is how a second
-keepalive for one claim is refused and how ``show`` and ``list`` see it.
+One keeper serves every kept claim of a user on a host (and installation, and the
+environment git reaches remotes with: :func:`gitlease.state.keeperlink.key`), found at a
+socket in the user's private folder: when one runs, handing a claim over is one connect.
+It is detached for real: a session of its own (and not its leader, so it can never gain
+a controlling terminal), stdin on ``/dev/null``, stdout and stderr on its own log,
+working directory ``/``; each claim's log is next to its receipt. It is given no
+token: it reads the receipt itself, and the parameters come through the socket, never
+its arguments. It takes no ``GITLEASE_*`` variable from the caller that started it (the
+store, its remote and the receipt are passed explicitly; test switches never). Each claim
+it keeps is registered in the store (:mod:`gitlease.state.keepers`), which is how a
+second keepalive for one claim is refused and how ``show`` and ``list`` see it.
 """
 
 from __future__ import annotations
@@ -29,12 +32,11 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._util import procs as _procs
+from .._util.files import flocked
 from .._util.procs import Proc
-from ..api.bundle import BundleResult
-from ..claims import acquire as acquisition
 from ..claims import engine as core
 from ..claims import ownership
 from ..errors import AmbiguousError, GitleaseError, HeldError, LostError, StoreError, UsageError
@@ -44,13 +46,18 @@ from ..model.durations import duration_ms
 from ..model.record import TOKEN_PREFIX
 from ..receipts.directory import log_path
 from ..receipts.receipt import ClaimRef, Receipt, Receipted
-from ..state import keepers
+from ..state import keeperlink, keepers
 from ..state.keepers import Keeper
 from ..store.local import Store
 
+if TYPE_CHECKING:
+    from ..api.bundle import BundleResult
+
 DEFAULT_MAX = "4h"
-#: How long the caller waits for the keepalive process to say it has started.
+#: How long the caller waits for the keeper to take a claim (or to start).
 START_TIMEOUT_SECONDS = 30.0
+#: How often a claim is handed over again when the keeper was ending as it was asked.
+_ATTEMPTS = 5
 _ERRORS: dict[int, type[GitleaseError]] = {
     2: UsageError,
     3: HeldError,
@@ -58,7 +65,7 @@ _ERRORS: dict[int, type[GitleaseError]] = {
     5: AmbiguousError,
     7: StoreError,
 }
-_BOOT = "from gitlease.keepalive.process import serve; serve()"
+_BOOT = "from gitlease.keepalive.process import serve_keeper; serve_keeper()"
 
 
 # ------------------------------------------------------------------ the watched process
@@ -140,6 +147,8 @@ def keep_bundle_alive(
     watch_from: int | None = None,
 ) -> BundleResult:
     """:func:`keep_alive` for every member of a bundle, renewed together."""
+    from ..api.bundle import BundleResult  # (not on a single claim's path)
+
     watched = watched_process(while_pid, watch_from=watch_from)
     limit = max_ms(max_duration)
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
@@ -156,6 +165,8 @@ def keep_acquired(
     try:
         keeper, _ = start(store, rec, list(rec.claims), watched, max_ms(max_duration))
     except BaseException as exc:
+        from ..claims import acquire as acquisition
+
         acquisition.undo_acquire(store, rec, exc)
         if isinstance(exc, GitleaseError):
             raise type(exc)(f"{exc.message}. The claim was released again") from exc
@@ -166,8 +177,8 @@ def keep_acquired(
 def start(
     store: Store, rec: Receipt, claim_refs: list[ClaimRef], watched: Proc, limit_ms: int
 ) -> tuple[Keeper, list[Claim]]:
-    """Check that the caller holds every claim, then start the process; it answers once it
-    has registered (or why it could not)."""
+    """Check that the caller holds every claim, then hand them to the keeper (started if
+    none answers); it answers once it has registered them (or why it could not)."""
     claims = core.check_claims(store, rec, claim_refs, 0)
     wanted = [(c.resource, c.ref, c.claim_id) for c in claim_refs]
     keepers.refuse_second(keepers.live(store.git_dir), wanted)  # early; again under the lock
@@ -182,7 +193,7 @@ def start(
         "max_ms": limit_ms,
         "log": str(log_path(rec.path)),
     }
-    keeper = _spawn(spec)
+    keeper = _hand_over(spec)
     return keeper, [c.replace(keepalive=keeper) for c in claims]
 
 
@@ -198,14 +209,64 @@ def _keeper_env() -> dict[str, str]:
     }
 
 
-def _spawn(spec: dict[str, Any]) -> Keeper:
+def _hand_over(spec: dict[str, Any]) -> Keeper:
+    """Give the claim to this user's keeper, starting one when none answers."""
+    env = _keeper_env()
+    where = keeperlink.paths(env)
+    for _ in range(_ATTEMPTS):
+        try:
+            doc = keeperlink.request(
+                where.socket, {"op": "keep", "spec": spec}, timeout=START_TIMEOUT_SECONDS
+            )
+        except keeperlink.NoKeeper:
+            _start_keeper(where, env)
+            continue
+        except keeperlink.Dropped:
+            continue  # it was ending as it was asked, having done nothing: ask again
+        except keeperlink.Unanswered:
+            raise AmbiguousError(
+                f"the keeper did not answer within {START_TIMEOUT_SECONDS:.0f} seconds; see "
+                f"the claim's log {spec['log']}, the keeper's log {where.log}, and "
+                "`gitlease show`"
+            ) from None
+        return _answer(doc, spec["log"])
+    raise StoreError(f"could not hand the claim to a keeper; see its log {where.log}")
+
+
+def _start_keeper(where: keeperlink.Paths, env: dict[str, str]) -> None:
+    """Start this user's keeper, unless another caller just did (one at a time, under the
+    folder's lock); it answers once it listens."""
+
+    def busy() -> StoreError:
+        return StoreError(f"{where.lock} stayed locked for {START_TIMEOUT_SECONDS:.0f} seconds")
+
+    with flocked(where.lock, wait=START_TIMEOUT_SECONDS, busy=busy):
+        try:
+            keeperlink.request(where.socket, {"op": "status"}, timeout=START_TIMEOUT_SECONDS)
+            return  # started meanwhile
+        except (keeperlink.NoKeeper, keeperlink.Dropped):
+            pass
+        out = _spawn({"folder": str(where.folder), "key": where.key}, env, where)
+    try:
+        doc = json.loads(out.partition(b"\n")[0])
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+        error = doc["error"]
+        cls = _ERRORS.get(error.get("exit"), GitleaseError)
+        raise cls(f"the keeper did not start: {error.get('message')}")
+    if not isinstance(doc, dict) or not ("ready" in doc or "busy" in doc):
+        raise GitleaseError(f"the keeper ended before it started; see its log {where.log}")
+
+
+def _spawn(boot: dict[str, str], env: dict[str, str], where: keeperlink.Paths) -> bytes:
     argv = [
         sys.executable or "python3",
         "-P",
         "-c",
         _BOOT,
-        keepers.KEEPALIVE_ARGV0,  # (how keepers.stop knows it for a keepalive)
-        *spec["resources"],
+        keepers.KEEPER_ARGV0,  # (what `ps` shows, and never a 0.2 keepalive's form)
+        where.key,
     ]
     try:
         proc = subprocess.Popen(
@@ -214,39 +275,35 @@ def _spawn(spec: dict[str, Any]) -> Keeper:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd="/",
-            env=_keeper_env(),
+            env=env,
             start_new_session=True,
             close_fds=True,
         )
     except OSError as exc:
-        raise StoreError(f"cannot start the keepalive process: {exc.strerror or exc}") from None
+        raise StoreError(f"cannot start the keeper: {exc.strerror or exc}") from None
     try:
-        # EOF comes once the first process has forked the keepalive and exited, and the
-        # keepalive has answered and moved its stdout to the log
-        out, _ = proc.communicate(json.dumps(spec).encode("utf-8"), START_TIMEOUT_SECONDS)
+        # EOF comes once the first process has forked the keeper and exited, and the
+        # keeper listens and has moved its stdout to its log
+        out, _ = proc.communicate(json.dumps(boot).encode("utf-8"), START_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
         proc.wait()
-        raise AmbiguousError(
-            f"the keepalive process did not answer within {START_TIMEOUT_SECONDS:.0f} seconds; "
-            f"see its log {spec['log']} and `gitlease show`"
+        raise StoreError(
+            f"the keeper did not start within {START_TIMEOUT_SECONDS:.0f} seconds; see its "
+            f"log {where.log}"
         ) from None
-    return _answer(out, spec["log"])
+    return out
 
 
-def _answer(out: bytes, log: str) -> Keeper:
-    """The keepalive's one-line answer: its registry entry, or the error that stopped it."""
-    try:
-        doc = json.loads(out.partition(b"\n")[0])
-    except ValueError:
-        doc = None
-    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
+def _answer(doc: dict[str, Any], log: str) -> Keeper:
+    """The keeper's answer: the claim's registry entry, or the error that stopped it."""
+    if isinstance(doc.get("error"), dict):
         error = doc["error"]
         cls = _ERRORS.get(error.get("exit"), GitleaseError)
-        raise cls(f"the keepalive process did not start: {error.get('message')}")
-    keeper = keepers.parse(doc.get("keeper")) if isinstance(doc, dict) else None
+        raise cls(f"the keepalive did not start: {error.get('message')}")
+    keeper = keepers.parse(doc.get("keeper"))
     if keeper is None:
-        raise GitleaseError(f"the keepalive process ended before it started; see its log {log}")
+        raise GitleaseError(f"the keeper answered no claim; see the claim's log {log}")
     return keeper

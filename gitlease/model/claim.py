@@ -6,18 +6,17 @@ record is parsed and verified, checked to name its own resource, and timed on
 this host's boot clock. Nothing here reads or writes the store, so every
 decision elsewhere can be made from exactly what was read.
 
-A claim also shows the keepalive process renewing it, where a command looked: a
-:class:`Keeper`, read from the host's registry (:mod:`gitlease.state.keepers`, which writes
-and reads it). Nothing in one is secret: pids, claim ids, paths.
+A claim also shows the keeper renewing it, where a command looked: a
+:class:`~gitlease.model.keeper.Keeper`, read from the host's registry
+(:mod:`gitlease.state.keepers`, which writes and reads it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._util import procs as _procs
 from .._util.text import printable
 from .._util.value import Value
 from ..errors import CorruptRecordError, HeldError, UsageError
@@ -28,64 +27,15 @@ from .clock import Now, format_duration, parse_rfc3339
 from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, blob_oid, parse, parse_and_verify
 from .refname import decode
 
+if TYPE_CHECKING:  # (the hook reads claims and never a keeper: one module fewer)
+    from .keeper import Keeper
+
 GUARANTEES = {
     GUARDED: "guarded: gitlease refuses other callers while the claim is active; local writes "
     "through exec, replace-file and the commit hooks are checked against it",
     COORDINATION_ONLY: "coordination only: cooperating callers on this host see the claim and "
     "choose other work; the remote mutation itself is not fenced",
 }
-
-
-class Keeper(Value):
-    """A keepalive process and what it keeps alive (one registry entry; nothing secret)."""
-
-    __slots__ = (
-        "pid", "start", "boot", "claims", "bundle_id", "watched_pid", "watched_start",
-        "watched_name", "started_at", "until", "log",
-    )  # fmt: skip
-    pid: int
-    start: int  # the process's start time: a pid alone may name a later process
-    boot: str
-    claims: tuple[tuple[str, str, str], ...]  # (resource, ref, claim id) of every claim renewed
-    bundle_id: str | None
-    watched_pid: int
-    watched_start: int
-    watched_name: str
-    started_at: str
-    until: str  # when it stops at the latest (--max)
-    log: str
-
-    @property
-    def alive(self) -> bool:
-        """Whether the process still runs in this boot (not a later process with its pid)."""
-        return self.boot == _procs.boot_id() and _procs.alive(self.pid, self.start)
-
-    def keeps(self, ref: str, claim_id: str) -> bool:
-        """Whether it renews the claim ``claim_id`` at ``ref``."""
-        return any(r == ref and c == claim_id for _, r, c in self.claims)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``keepalive`` object of a claim document (docs/reference/json.md)."""
-        return {
-            "pid": self.pid,
-            "watching": {"pid": self.watched_pid, "name": self.watched_name},
-            "started_at": self.started_at,
-            "until": self.until,
-            "log": self.log,
-        }
-
-    def describe(self) -> str:
-        """One line for people: who keeps it, what it watches, until when, where it logs."""
-        return (
-            f"kept alive by pid {self.pid}, watching pid {self.watched_pid} "
-            f"({self.watched_name}), until {self.until} at the latest; log {self.log}"
-        )
-
-    def entry(self) -> dict[str, Any]:
-        """The registry's form (everything, for :func:`parse`)."""
-        doc = self.as_dict()
-        doc["claims"] = [list(c) for c in self.claims]
-        return doc
 
 
 class Claim(Value):

@@ -1,18 +1,18 @@
-"""Which claims a keepalive process keeps alive on this host: a small registry in the store.
+"""Which claims a keeper keeps alive on this host: a small registry in the store.
 
-``<store>/worklease/keepalive.json`` lists the running keepalive processes
-(:mod:`gitlease.keepalive.start`), each with the claims it renews, the process it
-watches and its log. It sits in the store rather than next to the receipt
-because a receipt's directory is private to one worktree, and every agent's
-``show`` and ``list`` on this host should see that a claim is kept alive. Writers
-rewrite it whole under the ``flock`` of ``keepalive.lock``; readers take no lock
-(the file is replaced atomically). An entry names its process by pid and start
-time (:mod:`gitlease._util.procs`), so an entry left by a process that died (``kill
--9``) or a pid the kernel gave to another process is never reported, and the
-next writer drops it. The registry holds no secret: pids, claim ids, paths.
+``<store>/worklease/keepalive.json`` lists what the keepers on this host keep
+(:mod:`gitlease.keepalive.process`): one entry per kept claim (or bundle), naming the
+keeper process, the claims it renews, the process it watches, its log and the keeper's
+socket. One keeper serves every claim of its user, so several entries name one pid. It
+sits in the store rather than next to the receipt because a receipt's directory is private
+to one worktree, and every agent's ``show`` and ``list`` on this host should see that a
+claim is kept alive. Writers rewrite it whole under the ``flock`` of ``keepalive.lock``;
+readers take no lock (the file is replaced atomically). An entry names its process by pid
+and start time (:mod:`gitlease._util.procs`), so an entry left by a process that died
+(``kill -9``) or a pid the kernel gave to another process is never reported, and the next
+writer drops it. The registry holds no secret: pids, claim ids, paths.
 
-A remote store's registry is its local mirror's: keepalive processes are a
-matter of one host.
+A remote store's registry is its local mirror's: keepers are a matter of one host.
 """
 
 from __future__ import annotations
@@ -31,12 +31,16 @@ from .._util.files import atomic_write, flocked
 from .._util.text import masked
 from ..errors import HeldError, StoreError, UsageError
 from ..gitio import layout
-from ..model.claim import Keeper as Keeper  # (the registry's entries; read from here too)
+from ..model.keeper import Keeper as Keeper  # (the registry's entries; read from here too)
 from ..model.refname import decode
 
-#: How a keepalive process's command line names it (gitlease/keepalive.py starts it so).
+#: How the command line of a keepalive process of gitlease 0.2 (one process per claim) names
+#: it: one may still run after an upgrade, and ``release`` still stops it with SIGTERM.
 KEEPALIVE_ARGV0 = "gitlease-keepalive"
 KEEPALIVE_BOOT_PREFIX = "from gitlease.keepalive.process import serve"
+#: How the keeper's command line names it (:mod:`gitlease.keepalive.start` starts it so):
+#: never the 0.2 form, so a keeper is never sent a signal by ``release``.
+KEEPER_ARGV0 = "gitlease-keeper"
 #: How long ``release`` waits for the keepalive processes it stopped to end.
 STOP_WAIT_SECONDS = 2.0
 _LOCK_WAIT_SECONDS = 5.0
@@ -50,11 +54,14 @@ def parse(doc: Any) -> Keeper | None:
         ints = [doc[k] for k in ("pid", "start", "watched_pid", "watched_start")]
         texts = [doc[k] for k in ("boot", "watched_name", "started_at", "until", "log")]
         bundle_id = doc["bundle_id"]
-    except (KeyError, TypeError, IndexError):
+        sock = doc.get("socket", "")
+    except (KeyError, TypeError, IndexError, AttributeError):
         return None
     if not claims or any(type(i) is not int or i < 0 for i in ints):
         return None
     if any(not isinstance(t, str) for t in texts) or not isinstance(bundle_id, str | None):
+        return None
+    if not isinstance(sock, str):
         return None
     return Keeper(
         pid=ints[0],
@@ -68,6 +75,7 @@ def parse(doc: Any) -> Keeper | None:
         started_at=masked(texts[2]),
         until=masked(texts[3]),
         log=texts[4],
+        socket=sock,
     )
 
 
@@ -93,8 +101,16 @@ def registered(git_dir: Path) -> list[Keeper]:
 
 
 def live(git_dir: Path) -> list[Keeper]:
-    """The keepalive processes of the store at ``git_dir`` that still run."""
-    return [k for k in _entries(git_dir) if k.alive]
+    """The entries of the store at ``git_dir`` whose keeper still runs."""
+    seen: dict[tuple[int, int, str], bool] = {}  # (a keeper has many entries: one look)
+    out = []
+    for k in _entries(git_dir):
+        ident = (k.pid, k.start, k.boot)
+        if ident not in seen:
+            seen[ident] = k.alive
+        if seen[ident]:
+            out.append(k)
+    return out
 
 
 def by_claim(git_dir: Path) -> dict[tuple[str, str], Keeper]:
@@ -143,10 +159,27 @@ def register(git_dir: Path, keeper: Keeper) -> None:
         _write(git_dir, [*others, keeper])
 
 
-def unregister(git_dir: Path, pid: int, start: int) -> None:
-    """Remove the entry of the process ``(pid, start)`` (and of every dead process)."""
+def unregister(
+    git_dir: Path, pid: int, start: int, claims: tuple[tuple[str, str, str], ...] | None = None
+) -> None:
+    """Remove the entries of the process ``(pid, start)``, only the one of ``claims`` when
+    given (and those of every dead process)."""
     with _locked(git_dir):
-        _write(git_dir, [k for k in live(git_dir) if (k.pid, k.start) != (pid, start)])
+        _write(
+            git_dir,
+            [
+                k
+                for k in live(git_dir)
+                if (k.pid, k.start) != (pid, start) or (claims is not None and k.claims != claims)
+            ],
+        )
+
+
+def replace(git_dir: Path, old: Keeper, new: Keeper) -> None:
+    """Put ``new`` where ``old`` was (a kept bundle lost a member), under one lock."""
+    with _locked(git_dir):
+        others = [k for k in live(git_dir) if k != old]
+        _write(git_dir, [*others, new])
 
 
 def forget_dead(git_dir: Path) -> int:
@@ -191,22 +224,52 @@ def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:
 
 
 def stop(git_dir: Path, claims: Iterable[tuple[str, str]]) -> list[int]:
-    """Stop the keepalive processes that renew any of ``claims`` (``(ref, claim id)`` pairs),
-    and wait a moment for them to end; their pids. Best effort: a process that stays (it is
-    stopped with SIGSTOP, say) finds the claim released at its next renewal and ends then."""
+    """Stop keeping ``claims`` (``(ref, claim id)`` pairs, just released) alive; the pids
+    of the processes that kept them. Best effort: whatever keeps them finds the claim
+    released at its next renewal and stops then.
+
+    A keeper is asked over its socket (its own user's process only, and the pid the
+    registry names): it answers once it no longer keeps them, and when it then keeps
+    nothing it ends, which is waited for (up to :data:`STOP_WAIT_SECONDS`). A keepalive
+    process of gitlease 0.2 is sent SIGTERM as before, when it is provably one."""
     wanted = set(claims)
-    found = [
+    entries = [k for k in live(git_dir) if any(k.keeps(ref, cid) for ref, cid in wanted)]
+    ending: list[Keeper] = []
+    asked: set[tuple[int, int]] = set()
+    for keeper in entries:
+        if not keeper.socket or (keeper.pid, keeper.start) in asked:
+            continue
+        asked.add((keeper.pid, keeper.start))
+        if _ask_to_drop(keeper, git_dir, wanted):
+            ending.append(keeper)
+    legacy = [
         k
-        for k in live(git_dir)
-        if any(k.keeps(ref, cid) for ref, cid in wanted)
-        and provably_keepalive(k, [ref for ref, cid in wanted if k.keeps(ref, cid)])
+        for k in entries
+        if not k.socket and provably_keepalive(k, [ref for ref, cid in wanted if k.keeps(ref, cid)])
     ]
-    for keeper in found:
+    for keeper in legacy:
         # checked again just before: never signal a pid that moved on
         if keeper.alive and provably_keepalive(keeper, []):
             with contextlib.suppress(OSError):
                 os.kill(keeper.pid, signal.SIGTERM)
+    waited = [*ending, *legacy]
     deadline = time.monotonic() + STOP_WAIT_SECONDS
-    while any(k.alive for k in found) and time.monotonic() < deadline:
+    while any(k.alive for k in waited) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return [k.pid for k in found]
+    return sorted({k.pid for k in entries if k.socket or k in legacy})
+
+
+def _ask_to_drop(keeper: Keeper, git_dir: Path, claims: set[tuple[str, str]]) -> bool:
+    """Ask ``keeper`` to stop keeping ``claims``; whether it said it now ends."""
+    from . import keeperlink
+
+    try:
+        answer = keeperlink.request(
+            keeper.socket,
+            {"op": "drop", "store": str(git_dir), "claims": sorted(claims)},
+            pid=keeper.pid,
+            timeout=STOP_WAIT_SECONDS + 3,
+        )
+    except (keeperlink.NoKeeper, keeperlink.Dropped, StoreError, OSError):
+        return False
+    return answer.get("ending") is True

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 from .._util import sharing as perms
 from .._util.files import STALE_LOCK_SECONDS, atomic_write, is_stale, lock_age
 from ..errors import AmbiguousError, CompareAndSwapFailed, CorruptRecordError, StoreError
-from ..gitio.catfile import BatchReader
 from ..gitio.gitread import (
     OID,
     SYMBOLIC,
@@ -52,12 +51,13 @@ from ..gitio.gitread import (
     stderr_text,
     with_settings,
 )
-from ..gitio.objects import LooseObjects
+from ..gitio.objects import LooseObjects, read_blob_ref
 from ..model.bootclock import stamp_foreign
 from ..model.refname import PREFIX, SCOPES_INDEX_REF
-from ..state import autoprune, floors, guards
+from ..state import guards
 
 if TYPE_CHECKING:
+    from ..gitio.catfile import BatchReader
     from .location import Location
 
 #: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
@@ -180,11 +180,16 @@ class Store:
         return Snapshot(ref, None, None)
 
     def _cat_file(self, ref: str) -> Snapshot | None:
-        """One ``git cat-file --batch`` call: the ref's object, looked up directly.
+        """The ref's object from the files when both are loose
+        (:func:`gitlease.gitio.objects.read_blob_ref`),
+        else from one ``git cat-file --batch`` call, looked up directly.
 
         (``for-each-ref`` with a full ref name still lists the whole directory, which
         costs O(claims).) None when git cannot name an object for ``ref``.
         """
+        loose = read_blob_ref(self.git_dir, ref)  # a loose ref and object: no process
+        if loose is not None:
+            return Snapshot(ref, loose[0], loose[1])
         if is_symbolic(self.git_dir, ref):  # git reads through it; libgit2 cannot write it
             return Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC)
         result = self._git("cat-file", "--batch", input=ref.encode("utf-8") + b"\n")
@@ -362,7 +367,10 @@ class Store:
                             unread.append((len(out), ref, oid))
                         out.append(_snapshot(ref, oid, loose))
                 if unread:
-                    reader = reader or BatchReader(self.git_dir)
+                    if reader is None:
+                        from ..gitio.catfile import BatchReader
+
+                        reader = BatchReader(self.git_dir)
                     kinds = reader.read_many([oid for _, _, oid in unread])
                     for i, ref, oid in unread:
                         kind, body = kinds[oid]
@@ -482,6 +490,8 @@ class Store:
         if self._repo is not None:
             yield self.read_blob
             return
+        from ..gitio.catfile import BatchReader
+
         reader = BatchReader(self.git_dir)
         try:
             yield reader.read
@@ -701,11 +711,15 @@ class Store:
 
     def revision_floor(self, ref: str) -> int:
         """The last revision of a pruned resource (0 if none): revisions keep growing."""
+        from ..state import floors
+
         return floors.read(self.git_dir, ref)
 
     def write_revision_floor(self, ref: str, revision: int) -> None:
         """Durably remember ``revision`` before ``prune`` removes the ref (under the guard)."""
         try:
+            from ..state import floors
+
             floors.write(self.git_dir, ref, revision)
         except OSError as exc:
             raise StoreError(f"cannot write the floor of {ref}: {exc.strerror or exc}") from None
@@ -864,6 +878,8 @@ class Store:
     def start_retention_if_due(self) -> None:
         """About once a day, start the retention pass in the background
         (:func:`gitlease.state.autoprune.start_if_due`). Best effort: it never fails a write."""
+        from ..state import autoprune
+
         autoprune.start_if_due(self.git_dir, self.remote)
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:

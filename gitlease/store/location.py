@@ -18,9 +18,6 @@ one it has.
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,7 +25,6 @@ from .._util.value import Value
 from ..errors import StoreError, UsageError
 from ..gitio.gitdirs import common_dir, find_git_dir, looks_like_git_dir, require_utf8
 from ..gitio.gitread import git_env
-from . import coordinator
 from .local import Store
 from .projects import RepoConfig, identify, read_config, store_name
 
@@ -119,6 +115,9 @@ def ensure_exists(location: Location) -> None:
 def _init_bare(path: Path, project: str | None) -> None:
     """``git init --bare`` beside ``path``, then one rename: racing first users meet a
     whole store or none (the loser's copy is thrown away)."""
+    import shutil
+    import subprocess
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.new")
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -174,6 +173,8 @@ def open_store(
     ensure_exists(location)
     if remote == "":
         return Store(location)
+    from . import coordinator  # (the commit check, remote="", never needs it)
+
     chosen = coordinator.choose(location, remote)
     if chosen is None:
         return Store(location)
@@ -186,6 +187,8 @@ def recorded_coordinator(location: Location) -> dict[str, str | None] | None:
     """The coordinator a project's shared store records (remote, by, at), or None."""
     if location.project is None:
         return None
+    from . import coordinator
+
     found = coordinator.recorded(location.git_dir)
     if found is None:
         return None
@@ -227,7 +230,10 @@ def where(store: str | os.PathLike[str] | None = None, remote: str | None = None
     """``gitlease where``: the store a command here uses and why, this worktree's receipts,
     the remote that coordinates it (credentials redacted), and the git command that shows
     its claims. It only looks: nothing is created, and no remote is recorded."""
+    import shlex
+
     from ..receipts.directory import default_dir
+    from . import coordinator
     from .remote import redact
 
     location = locate(store)

@@ -18,23 +18,28 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
 from pathlib import Path
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from .._util.value import Value
-from ..errors import StoreError
 from ..gitio.gitdirs import repository_for
-from ..gitio.gitread import git_env
+from . import gitconfig
 
-#: The keys one ``git config`` call reads for locating a store, and for reaching its remote.
+#: The keys one ``git config`` call reads for locating a store, for reaching its remote, and
+#: for the commit hooks (``gitlease.trailers``, ``gitlease.requireClaim``).
 _KEYS = (
-    r"^(gitlease\.(store|remote)|remote\..*\.url|url\..*\.(push)?insteadof"
-    r"|core\.sshcommand|credential\..*|http\..*)$"
+    r"^(gitlease\.(store|remote|trailers|requireclaim)|remote\..*\.url"
+    r"|url\..*\.(push)?insteadof|core\.sshcommand|credential\..*|http\..*)$"
 )
 #: Settings for reaching a remote that the repository's own configuration may hold, and that
 #: a git process in the store (a repository of its own) would otherwise not see.
 _ACCESS = re.compile(r"core\.sshcommand|credential\..*|http\..*|url\..*\.(push)?insteadof")
+#: What is never copied into the configuration cache: a setting that may hold a secret, and a
+#: URL with a user name or password (a token is often spelled as one).
+_SECRET_KEY = re.compile(r"credential\..*|http\..*\.?extraheader|http\..*proxy", re.IGNORECASE)
+_CREDENTIAL_URL = re.compile(r"(?:https?|ftps?)://[^/\s@]+@", re.IGNORECASE)
+_BOOL_TRUE = ("true", "yes", "on", "1")
 _SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
 _NETWORK_SCHEMES = ("ssh", "git+ssh", "ssh+git", "git", "http", "https", "ftp", "ftps")
 _MAX_HOPS = 8
@@ -47,13 +52,16 @@ _DEFAULT_PORTS = {
 class RepoConfig(Value):
     """What a repository's git configuration (every scope) says about gitlease and remotes."""
 
-    __slots__ = ("store", "remote", "remotes", "instead_of", "access")
+    __slots__ = ("store", "remote", "remotes", "instead_of", "access", "trailers", "require_claim")
+    _defaults: ClassVar[dict[str, Any]] = {"trailers": False, "require_claim": False}
     store: str | None  # gitlease.store
     remote: str | None  # gitlease.remote ("" turns it off)
     remotes: dict[str, str]  # remote name -> url, as written
     instead_of: dict[str, str]  # url.<base>.insteadOf: prefix -> base
     #: The repository's own (local and worktree) settings for reaching a remote, in order.
     access: tuple[tuple[str, str], ...]
+    trailers: bool  # gitlease.trailers (as git reads a boolean)
+    require_claim: bool  # gitlease.requireClaim
 
     def url_of(self, name: str) -> str | None:
         """The URL of the remote ``name`` with ``url.<base>.insteadOf`` applied, as git does."""
@@ -78,47 +86,56 @@ class Project(Value):
 
 
 def read_config(git_dir: Path) -> RepoConfig:
-    """One ``git config`` call in the repository at ``git_dir`` (STORE if git cannot read it)."""
-    env = git_env()
-    try:
-        result = subprocess.run(
-            [
-                "git",
-                "--git-dir",
-                str(git_dir),
-                "config",
-                "--null",
-                "--show-scope",
-                "--get-regexp",
-                _KEYS,
-            ],
-            capture_output=True,
-            env=env,
-        )
-    except OSError as exc:
-        raise StoreError(f"cannot run git: {exc}") from None
-    if result.returncode not in (0, 1):  # 1: none of the keys is set
-        why = result.stderr.decode("utf-8", "replace").strip()
-        raise StoreError(f"cannot read the git configuration of {git_dir}: {why}")
+    """The repository at ``git_dir``'s configuration, as one ``git config`` call reads it,
+    cached by every file it depends on (:mod:`gitlease.store.gitconfig`; STORE if git cannot
+    read it)."""
     store = remote = None
+    trailers = require_claim = False
     remotes: dict[str, str] = {}
     instead_of: dict[str, str] = {}
     access: list[tuple[str, str]] = []
-    fields = result.stdout.decode("utf-8", "replace").split("\0")
-    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
-        key, _, value = entry.partition("\n")
+    for scope, _, key, raw in gitconfig.read(git_dir, _KEYS, keep=_kept, secret=_secret):
         lowered = key.lower()
+        value = raw or ""
         if scope in ("local", "worktree") and _ACCESS.fullmatch(lowered):
             access.append((key, value))
         if lowered == "gitlease.store":
             store = value
         elif lowered == "gitlease.remote":
             remote = value
+        elif lowered == "gitlease.trailers":
+            trailers = _bool(raw)
+        elif lowered == "gitlease.requireclaim":
+            require_claim = _bool(raw)
         elif lowered.startswith("remote.") and lowered.endswith(".url"):
             remotes.setdefault(key[len("remote.") : -len(".url")], value)
         elif lowered.startswith("url.") and lowered.endswith(".insteadof"):
             instead_of[value] = key[len("url.") : -len(".insteadof")]
-    return RepoConfig(store, remote, remotes, instead_of, tuple(access))
+    return RepoConfig(store, remote, remotes, instead_of, tuple(access), trailers, require_claim)
+
+
+def _kept(entry: gitconfig.Entry) -> bool:
+    """Whether :func:`read_config` uses the entry: access settings only from the repository
+    itself (a global ``http.*`` setting is no business of the store's)."""
+    scope, _, key, _ = entry
+    lowered = key.lower()
+    if lowered.startswith(("credential.", "http.", "core.")):
+        return scope in ("local", "worktree")
+    return True
+
+
+def _secret(entry: gitconfig.Entry) -> bool:
+    _, _, key, value = entry
+    return bool(
+        _SECRET_KEY.fullmatch(key)
+        or _CREDENTIAL_URL.search(key)
+        or _CREDENTIAL_URL.search(value or "")
+    )
+
+
+def _bool(value: str | None) -> bool:
+    """A git boolean as ``git config --type=bool`` reads it (a key without a value: true)."""
+    return value is None or value.strip().lower() in _BOOL_TRUE
 
 
 def rewrite_url(url: str, instead_of: dict[str, str]) -> str:

@@ -1,8 +1,9 @@
-"""keepalive: a detached process renews a claim while the agent lives, and only then.
+"""keepalive: a detached keeper renews a claim while the agent lives, and only then.
 
 Real processes throughout: the watched "agent" is a real process (a ``sleep``, or
-a Python parent that runs gitlease through ``bash -c``), the keepalive is the
-real detached process, and every verdict comes from ``gitlease show``/``list``.
+a Python parent that runs gitlease through ``bash -c``), the keeper is the real
+detached process (one for every claim kept: tests/keepalive/test_keeper.py), and every verdict
+comes from ``gitlease show``/``list``.
 """
 
 from __future__ import annotations
@@ -14,34 +15,18 @@ import signal
 import subprocess
 import sys
 import termios
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TESTING, clock_ahead, git, run_cli, store_path, wait_for, wait_renewed
+from conftest import TESTING, clock_ahead, git, run_cli, wait_for, wait_renewed
 from hosts import HOST_B_ENV, make_host, make_server
+from keeping import TTL, assert_lapses, gone, keep, show
+from keeping import alive as _alive
+from keeping import registered as _registered
 
 from gitlease._util import procs as _procs
 from gitlease.model.clock import parse_rfc3339
-
-#: Renewed every 5 s. At load 30 a keepalive took over 6 s to start, or to renew: a claim of
-#: 6 s lapsed while kept (tests wait on a renewal, or see a lapse on a moved clock, not on this).
-TTL = 15.0
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie (an ended keepalive is reaped by init, maybe not at once)."""
-    proc = _procs.inspect(pid)
-    return proc is not None and proc.alive
-
-
-def _registered(repo: Path) -> list[dict]:
-    path = store_path(repo) / "worklease" / "keepalive.json"
-    try:
-        return json.loads(path.read_text())["keepers"]
-    except (OSError, ValueError):
-        return []
 
 
 @pytest.fixture(autouse=True)
@@ -70,31 +55,6 @@ def agent() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
         proc.wait()
 
 
-def show(cli, resource: str) -> dict:
-    result = cli("show", resource, "--json")
-    assert result.code == 0, result
-    return result.json
-
-
-def gone(pid: int) -> None:
-    """Wait for the keepalive ``pid`` to end (an event, however loaded the machine)."""
-    wait_for(lambda: not _alive(pid), what=f"the keepalive {pid} to end")
-
-
-def assert_lapses(cli, resource: str, keeper: int) -> dict:
-    """The keepalive ``keeper`` ends (waited for) and leaves the claim to lapse: nothing
-    renews it after, and a TTL later (that clock moved on: ``clock_ahead``) it is expired,
-    renewed last when it ended. The document shown then."""
-    gone(keeper)
-    now = show(cli, resource)
-    then = cli("show", resource, "--json", env=clock_ahead(TTL + 1))
-    assert then.code == 0, then
-    doc = then.json
-    assert doc["state"] == "expired" and doc["renewed_at"] == now["renewed_at"], (now, doc)
-    assert doc["claim_id"] == now["claim_id"]
-    return doc
-
-
 def outlived(cli, resource: str, acquired: dict) -> dict:
     """Wait until the claim ``acquired`` was renewed after the moment its own TTL ran out,
     and is active (an expired claim is never renewed: it lived on throughout). The document."""
@@ -106,21 +66,6 @@ def outlived(cli, resource: str, acquired: dict) -> dict:
         return doc if parse_rfc3339(doc["renewed_at"]) > ran_out else None
 
     return wait_for(renewed_since, what=f"{resource} renewed past its first TTL")
-
-
-def keep(cli, resource: str, pid: int, *more: str, ttl: float = TTL):
-    """A claim of ``ttl`` and a keepalive on it. On a loaded machine the ``keepalive`` command
-    can start after the short claim already ran out (LOST): only then, a fresh claim again."""
-    for _ in range(20):
-        started = time.monotonic()
-        got = cli("acquire", resource, "--ttl", f"{ttl:g}s", "--json")
-        assert got.code == 0, got
-        kept = cli("keepalive", resource, "--while-pid", str(pid), "--json", *more)
-        if kept.code == 4 and time.monotonic() - started >= ttl:
-            continue  # it lapsed before the keepalive began: the machine, not the keepalive
-        assert kept.code == 0, kept
-        return got.json, kept.json
-    raise AssertionError(f"no keepalive began within a {ttl:g} s TTL in 20 tries")
 
 
 # ------------------------------------------------------------------ lifetime
@@ -243,7 +188,11 @@ def test_detached_without_token_or_test_switches(cli, repo) -> None:
     assert stat is not None and session != os.getsid(0) and session != pid and tty == 0
     assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
     assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
-    assert os.readlink(f"/proc/{pid}/fd/1") == doc["keepalive"]["log"]
+    own_log = Path(os.readlink(f"/proc/{pid}/fd/1"))  # the keeper's own, in its private folder
+    assert own_log.name.startswith("keeper-") and own_log.stat().st_mode & 0o777 == 0o600
+    assert own_log.parent.stat().st_mode & 0o777 == 0o700
+    open_files = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert doc["keepalive"]["log"] in open_files  # the claim's log, next to its receipt
     assert os.readlink(f"/proc/{pid}/cwd") == "/"
     assert doc["keepalive"]["watching"]["pid"] == os.getpid()  # pytest: the nearest non-shell
     assert token not in Path(doc["keepalive"]["log"]).read_text()

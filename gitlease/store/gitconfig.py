@@ -1,0 +1,304 @@
+"""A repository's git configuration as one ``git config`` call reads it, cached by the
+identity of every file that call could have read (docs/design.md, the store's location).
+
+Which store a repository uses depends on every configuration file git reads for it:
+system, global and local files, the worktree's, every ``include.path`` and ``includeIf``
+target (by git directory, branch or remote URL), and the ``GIT_CONFIG_*`` variables. The
+one ``git config --null --show-origin --show-scope --get-regexp`` call that reads them
+names the file each value came from and every include it followed or skipped (an include
+is itself a configuration entry). The answer is kept in a per-user cache file with:
+
+* the identity (device, inode, size, modification and change times) of each file git
+  reads by default (the system files git may use, both global files, the repository's
+  ``config`` and ``config.worktree``), of each file a value came from and of each include
+  target, followed or not, absent ones as absent: a file edited, replaced, created or
+  removed changes it;
+* when an ``includeIf "onbranch:..."`` is among the entries, the content of the
+  repository's ``HEAD`` (and of the rebase state git reads the branch from during a
+  rebase): a branch switch changes it;
+* in its name, a digest of the git directory, the keys asked for, the variables that
+  change what git reads (``HOME``, ``XDG_CONFIG_HOME``, ``GIT_CONFIG*``) and the build of
+  the ``git`` program found on ``PATH``.
+
+A command whose cache entry matches in every file reads no git process. Nothing is cached
+when a file changed within the last two seconds before the call (a file system's coarse
+clock could hide a second edit within one tick: git's own "racy" rule), when a value came
+from elsewhere than a file or the command line, when an include cannot be resolved, or
+when the caller says a value may be secret (it is never copied into a cache file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from contextlib import suppress
+from pathlib import Path
+
+from .._util.files import atomic_write
+from ..errors import StoreError
+from ..gitio.gitread import git_env
+
+#: One entry: (scope, origin, key, value); origin as git shows it (``file:/path``); value None
+#: for a key written without ``=`` (a boolean's true).
+Entry = tuple[str, str, str, str | None]
+#: Entries that name other files git may read (followed or not).
+_INCLUDES = r"include\..*|includeif\..*"
+#: A file changed more recently than this before the read is not trusted to a cache.
+RACY_SECONDS = 2.0
+_VERSION = 1
+_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_GLOBAL", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")  # fmt: skip
+_ENV_NUMBERED = re.compile(r"GIT_CONFIG_(KEY|VALUE)_\d+")
+#: Where git reads the branch from for ``onbranch:`` while a rebase runs.
+_BRANCH_FILES = ("HEAD", "rebase-merge/head-name", "rebase-apply/head-name")
+
+Ident = list[int] | None
+
+
+def cache_dir() -> Path:
+    """The per-user cache of configuration reads (``$XDG_CACHE_HOME/gitlease/gitconfig``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gitlease" / "gitconfig"
+
+
+def read(
+    git_dir: Path,
+    pattern: str,
+    *,
+    keep: Callable[[Entry], bool] = lambda entry: True,
+    secret: Callable[[Entry], bool] = lambda entry: False,
+) -> list[Entry]:
+    """The entries of the repository at ``git_dir`` whose key matches ``pattern`` (a
+    ``git config --get-regexp`` pattern, anchored) and that ``keep`` keeps, in git's
+    order: from the cache when nothing it depends on changed, else from one ``git config``
+    call (STORE if git cannot read the configuration). ``secret(entry)``: true when that
+    entry must never be written to a cache file (a credential): nothing is cached then."""
+    git_dir = Path(os.path.abspath(git_dir))
+    git = _which_git()
+    digest = _digest(git_dir, pattern, git)
+    path = cache_dir() / f"{digest}.json"
+    cached = _lookup(path, digest, git_dir)
+    if cached is not None:
+        return cached
+    before = time.time_ns()
+    entries = _run(git_dir, pattern, git_env())
+    wanted = re.compile(pattern)
+    found = [e for e in entries if wanted.fullmatch(e[2]) and keep(e)]
+    if not any(secret(e) for e in found):
+        with suppress(OSError):  # a cache that cannot be written is no cache
+            _store(path, digest, git_dir, git, entries, found, before)
+    return found
+
+
+# ------------------------------------------------------------------ reading the cache
+
+
+def _lookup(path: Path, digest: str, git_dir: Path) -> list[Entry] | None:
+    try:
+        doc = json.loads(path.read_bytes())
+        if doc.get("v") != _VERSION or doc.get("digest") != digest:
+            return None
+        for name, ident in doc["files"]:
+            if _ident(name) != ident:
+                return None
+        branch = doc.get("branch")
+        if branch is not None and _branch_state(git_dir) != branch:
+            return None
+        return [
+            (str(s), str(o), str(k), None if v is None else str(v)) for s, o, k, v in doc["entries"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _ident(path: str) -> Ident:
+    """What changes when a file is edited, replaced, created or removed (None: absent)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return [-1]  # (unreadable: it never matches a cache made while it could be read)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode]
+
+
+def _branch_state(git_dir: Path) -> list[str | None]:
+    out: list[str | None] = []
+    for name in _BRANCH_FILES:
+        try:
+            out.append((git_dir / name).read_bytes().decode("utf-8", "replace"))
+        except FileNotFoundError:
+            out.append(None)
+        except OSError:
+            out.append("?")
+    return out
+
+
+# ------------------------------------------------------------------ reading git
+
+
+def _run(git_dir: Path, pattern: str, env: dict[str, str]) -> list[Entry]:
+    args = ["git", "--git-dir", str(git_dir), "config", "--null", "--show-origin"]
+    args += ["--show-scope", "--get-regexp", f"^({pattern.strip('^$')}|{_INCLUDES})$"]
+    try:
+        result = subprocess.run(args, capture_output=True, env=env)
+    except OSError as exc:
+        raise StoreError(f"cannot run git: {exc}") from None
+    if result.returncode not in (0, 1):  # 1: none of the keys is set
+        why = result.stderr.decode("utf-8", "replace").strip()
+        raise StoreError(f"cannot read the git configuration of {git_dir}: {why}")
+    fields = result.stdout.decode("utf-8", "replace").split("\0")
+    out: list[Entry] = []
+    for scope, origin, entry in zip(fields[0::3], fields[1::3], fields[2::3], strict=False):
+        key, newline, value = entry.partition("\n")
+        out.append((scope, origin, key, value if newline else None))
+    return out
+
+
+# ------------------------------------------------------------------ writing the cache
+
+
+def _store(
+    path: Path,
+    digest: str,
+    git_dir: Path,
+    git: str | None,
+    entries: list[Entry],
+    found: list[Entry],
+    before_ns: int,
+) -> None:
+    files = _files(git_dir, git, entries)
+    if files is None:
+        return
+    idents = [(name, _ident(name)) for name in files]
+    racy = before_ns - int(RACY_SECONDS * 1e9)
+    for _, ident in idents:
+        if ident is not None and (len(ident) < 6 or max(ident[3], ident[4]) >= racy):
+            return  # changed too recently (or unreadable) to be told apart from a next edit
+    onbranch = any(k.lower().startswith("includeif.onbranch:") for _, _, k, _ in entries)
+    doc = {
+        "v": _VERSION,
+        "digest": digest,
+        "files": idents,
+        "branch": _branch_state(git_dir) if onbranch else None,
+        "entries": found,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write(path, json.dumps(doc).encode("utf-8"), durable=False, mode=0o600)
+
+
+def _files(git_dir: Path, git: str | None, entries: list[Entry]) -> list[str] | None:
+    """Every file the call read or could read, or None when one cannot be named."""
+    names = dict.fromkeys(_default_files(git_dir, git))
+    for scope, origin, key, value in entries:
+        if origin.startswith("file:"):
+            source = origin[len("file:") :]
+            names[source] = None
+        elif scope != "command":
+            return None  # a blob or standard input: nothing to stat
+        else:
+            source = None
+        lowered = key.lower()
+        if (lowered == "include.path" or lowered.startswith("includeif.")) and lowered.endswith(
+            ".path"
+        ):
+            target = _include_target(value or "", source)
+            if target is None:
+                return None
+            names[target] = None
+    return list(names)
+
+
+def _default_files(git_dir: Path, git: str | None) -> Iterable[str]:
+    """The files git reads without being told: system, global, the repository's own."""
+    env = os.environ
+    home = os.path.expanduser("~")
+    if env.get("GIT_CONFIG_SYSTEM"):
+        yield env["GIT_CONFIG_SYSTEM"]
+    else:
+        yield "/etc/gitconfig"
+        if git is not None:  # a git installed under another prefix reads <prefix>/etc/gitconfig
+            bin_dir = os.path.dirname(os.path.realpath(git))
+            if os.path.basename(bin_dir) == "git-core":  # <prefix>/lib/git-core, libexec
+                bin_dir = os.path.dirname(bin_dir)
+            yield os.path.join(os.path.dirname(bin_dir), "etc", "gitconfig")
+    if env.get("GIT_CONFIG_GLOBAL"):
+        yield env["GIT_CONFIG_GLOBAL"]
+    else:
+        xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        yield os.path.join(xdg, "git", "config")
+        yield os.path.join(home, ".gitconfig")
+    common = _common_dir(git_dir)
+    yield str(common / "config")
+    yield str(common / "config.worktree")
+    yield str(git_dir / "config.worktree")
+    yield str(git_dir / "commondir")
+
+
+def _common_dir(git_dir: Path) -> Path:
+    try:
+        text = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return git_dir
+    path = Path(text)
+    return path if path.is_absolute() else Path(os.path.normpath(git_dir / path))
+
+
+def _include_target(value: str, source: str | None) -> str | None:
+    """The file an include names: ``~/`` is the home directory, a relative path is relative
+    to the including file's directory (None: relative, from the command line)."""
+    if value.startswith("~/") or value == "~":
+        return os.path.expanduser(value)
+    if os.path.isabs(value):
+        return value
+    if source is None:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(source)), value))
+
+
+# ------------------------------------------------------------------ the key
+
+
+def _which_git() -> str | None:
+    """The ``git`` that ``PATH`` names (in a hook, git's exec path comes first: one look)."""
+    path = os.environ.get("PATH", os.defpath)
+    exec_path = os.environ.get("GIT_EXEC_PATH")
+    if exec_path and path.split(os.pathsep, 1)[0] == exec_path:
+        candidate = os.path.join(exec_path, "git")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", "git")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    return None
+
+
+def _build(git: str | None) -> list[int] | None:
+    """Which git build runs (its size and time: a hook's PATH starts with git's exec path,
+    where the same build is a copy of its own)."""
+    ident = _ident(git) if git else None
+    return None if ident is None or len(ident) < 6 else [ident[2], ident[3]]
+
+
+def _digest(git_dir: Path, pattern: str, git: str | None) -> str:
+    """A digest of what the answer depends on besides files (values never stored: a
+    ``GIT_CONFIG_VALUE_n`` may be a secret)."""
+    env = os.environ
+    named = {k: env[k] for k in _ENV if k in env}
+    if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
+        named.update((k, v) for k, v in env.items() if _ENV_NUMBERED.fullmatch(k))
+    key = {
+        "v": _VERSION,
+        "git_dir": str(git_dir),
+        "pattern": pattern,
+        "env": sorted(named.items()),
+        "git": _build(git),
+        "home": os.path.expanduser("~"),
+    }
+    return hashlib.sha256(json.dumps(key).encode("utf-8", "surrogateescape")).hexdigest()[:32]

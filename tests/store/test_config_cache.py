@@ -1,0 +1,146 @@
+"""The store's location without a ``git config`` process: its one read cached by every file
+it depends on (gitlease/store/gitconfig.py, docs/design.md), and never stale.
+
+Every test counts the real ``git config`` processes through a ``git`` on PATH that logs its
+arguments and runs the real one, waits (on an event: the cache entry appearing) until the
+configuration is old enough to be cached, and then changes what git would read: the next
+command must see the change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import git, run_cli, wait_for
+
+from gitlease.store import gitconfig
+
+
+@pytest.fixture
+def counted(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``git`` logs each call to ``calls.log`` and runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return env, log
+
+
+def _where(repo: Path, env: dict[str, str]) -> str:
+    got = run_cli("where", "--json", cwd=repo, env=env)
+    assert got.code == 0, got
+    return str(got.json["store"])
+
+
+def _config_calls(log: Path) -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if " config " in f" {line} ")
+
+
+def _cached(repo: Path, env: dict[str, str], log: Path) -> str:
+    """``where`` run until it answers from the cache (the files it read are then old enough:
+    two seconds); that answer."""
+
+    def answered_from_cache() -> str | None:
+        before = _config_calls(log)
+        store = _where(repo, env)
+        return store if _config_calls(log) == before else None
+
+    return wait_for(answered_from_cache, what="an answer from the configuration cache")
+
+
+def test_an_edit_of_the_config_is_seen_by_the_next_command(repo, counted) -> None:
+    env, log = counted
+    default = _cached(repo, env, log)
+    before = _config_calls(log)
+    assert _where(repo, env) == default
+    assert _config_calls(log) == before  # no git config process on the common path
+    other = repo.parent / "elsewhere.git"
+    git("init", "-q", "--bare", str(other), cwd=repo.parent)
+    git("config", "gitlease.store", str(other), cwd=repo)  # (lock file, rename: a new inode)
+    assert _where(repo, env) == str(other)
+    # an edit in place, keeping the inode: its times change
+    config = repo / ".git" / "config"
+    text = config.read_text().replace(str(other), str(other) + "/")
+    with config.open("r+") as f:
+        f.write(text)
+        f.truncate()
+    assert _where(repo, env) == str(other)
+    git("config", "--unset", "gitlease.store", cwd=repo)
+    assert _where(repo, env) == default
+
+
+def test_an_include_created_later_and_the_global_file_are_seen(repo, counted, tmp_path) -> None:
+    env, log = counted
+    include = tmp_path / "later.cfg"
+    git("config", "include.path", str(include), cwd=repo)  # not there yet: git skips it
+    default = _cached(repo, env, log)
+    other = tmp_path / "from-include.git"
+    git("init", "-q", "--bare", str(other), cwd=tmp_path)
+    include.write_text(f"[gitlease]\n\tstore = {other}\n")
+    assert _where(repo, env) == str(other)
+    include.unlink()
+    assert _where(repo, env) == default
+    # the global file (the tests' GIT_CONFIG_GLOBAL) counts like any other
+    _cached(repo, env, log)
+    global_file = Path(os.environ["GIT_CONFIG_GLOBAL"])
+    saved = global_file.read_text()
+    try:
+        global_file.write_text(saved + f"[gitlease]\n\tstore = {other}\n")
+        assert _where(repo, env) == str(other)
+    finally:
+        global_file.write_text(saved)
+    assert _where(repo, env) == default
+
+
+def test_an_onbranch_include_follows_a_branch_switch(repo, counted, tmp_path) -> None:
+    env, log = counted
+    other = tmp_path / "feature-store.git"
+    git("init", "-q", "--bare", str(other), cwd=tmp_path)
+    (repo / ".git" / "feature.cfg").write_text(f"[gitlease]\n\tstore = {other}\n")
+    git("config", "includeIf.onbranch:feature.path", "feature.cfg", cwd=repo)
+    default = _cached(repo, env, log)  # on main: the include does not apply
+    git("switch", "-q", "-c", "feature", cwd=repo)
+    assert _where(repo, env) == str(other)
+    assert _cached(repo, env, log) == str(other)  # cached on the branch, too
+    git("switch", "-q", "main", cwd=repo)
+    assert _where(repo, env) == default
+
+
+def test_config_from_the_environment_is_part_of_the_key(repo, counted, tmp_path) -> None:
+    env, log = counted
+    default = _cached(repo, env, log)
+    other = tmp_path / "from-env.git"
+    git("init", "-q", "--bare", str(other), cwd=tmp_path)
+    by_env = {
+        **env,
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "gitlease.store",
+        "GIT_CONFIG_VALUE_0": str(other),
+    }
+    assert _where(repo, by_env) == str(other)
+    assert _where(repo, env) == default
+
+
+def test_a_credential_is_never_written_to_the_cache(repo, counted) -> None:
+    env, log = counted
+    secret = "https://agent:glpat-s3cr3t@git.example.com/acme/shop.git"
+    git("remote", "add", "origin", secret, cwd=repo)
+    for _ in range(3):
+        _where(repo, env)
+    cache = gitconfig.cache_dir()
+    texts = [p.read_text() for p in cache.glob("*.json")] if cache.exists() else []
+    assert not [t for t in texts if "s3cr3t" in t]
+    before = _config_calls(log)
+    _where(repo, env)
+    assert _config_calls(log) == before + 1  # read afresh every time instead
