@@ -23,7 +23,7 @@ from ..model.claim import Claim, judge
 from ..model.clock import Now
 from ..model.durations import duration_ms
 from ..receipts.receipt import Receipt, Receipted
-from ..store.local import Store
+from ..store.base import Store
 from .reads import list_claims, mark_kept
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Reading claims without owning them: show, list, free, log.
 
 Reads never take a guard and never write, except that a remote store fetches
-first (:meth:`~gitlease.store.local.Store.refresh`), and that they remember the
+first (:meth:`~gitlease.store.base.Store.refresh`), and that they remember the
 records whose signature they verified (:mod:`gitlease.state.verified_records`), so the next
 read checks only what changed. A record that does not verify is shown as
 ``invalid``: ``show`` exits STORE on it, ``list`` carries on, ``free`` never
@@ -27,7 +27,7 @@ from ..model.refname import encode, validate_resource
 from ..state import guards, highwater, keepers
 from ..state import verified_records as verified
 from ..state.waitqueue import waiting_for
-from ..store.local import Store
+from ..store.base import Store
 
 
 def show(store: Store, resource: str) -> Claim:
@@ -114,7 +114,7 @@ class Listing:
 
     Each look lists the refs' object ids (one ``git for-each-ref``) and reads, parses and
     verifies only the records whose id changed since the last look
-    (:meth:`~gitlease.store.local.Store.read_all_since`; a remote's mirror is read whole,
+    (:meth:`~gitlease.store.base.Store.read_all_since`; a remote's mirror is read whole,
     and only new records are parsed). Every claim is timed afresh at every look, against
     the clock of that look: a kept active claim whose time ran out shows ``expired``
     without any write. What a look returns is what :func:`list_claims` returns for the
@@ -176,7 +176,7 @@ def _sighting(git_dir: Path, now: Now) -> Callable[[list[Snapshot]], list[Snapsh
 
 def read_records(store: Store, wanted: Mapping[str, tuple[str, str]]) -> dict[str, Record | None]:
     """The records with the object ids of ``wanted`` (id -> the resource each must name and
-    the ref whose history it is), read as :meth:`~gitlease.store.local.Store.read_blobs`
+    the ref whose history it is), read as :meth:`~gitlease.store.base.Store.read_blobs`
     reads them (loose ones from their files, the rest in one ``git cat-file --batch``) and
     verified as the reads verify (a signature is checked once: the verified-records
     cache): each a record, or None when it is missing or does not verify. For history (the

@@ -41,7 +41,7 @@ from ..model.record import RELEASED, Record
 from ..model.refname import PREFIX
 from ..state import keepers
 from ..state.waitqueue import queue_dir, waiting_for
-from ..store.local import Store
+from ..store.base import Store
 
 #: The longest a cached document is served before it is built again.
 MAX_AGE_SECONDS = 2.0

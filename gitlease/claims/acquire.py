@@ -26,7 +26,7 @@ from ..receipts.receipt import ClaimRef, Receipt
 from ..scopes import index as scope_index
 from ..state import highwater
 from ..state.waitqueue import Line
-from ..store.local import Store
+from ..store.base import Store
 from . import bookkeeping, ownership
 from . import interrupts as window
 from .engine import guards, release_claims, with_cas_retry, write_signed

@@ -31,7 +31,7 @@ from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state import keepers
 from ..state.guards import GUARD_WAIT_SECONDS
-from ..store.local import Store
+from ..store.base import Store
 from . import bookkeeping, ownership
 
 #: How often a decision is made again when the ref keeps moving under it.

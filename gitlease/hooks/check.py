@@ -27,7 +27,7 @@ from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
     from ..model.claim import Claim
-    from ..store.local import Store
+    from ..store.base import Store
 
 ADVICE = (
     "Re-acquire the resource and resume from the provider's state, or choose other work "

@@ -46,7 +46,7 @@ from ..receipts.directory import log_path
 from ..receipts.receipt import ClaimRef, Receipt, Receipted
 from ..state import keepers
 from ..state.keepers import Keeper
-from ..store.local import Store
+from ..store.base import Store
 
 DEFAULT_MAX = "4h"
 #: How long the caller waits for the keepalive process to say it has started.
