@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from .api.guarded import run_guarded as run_guarded
     from .api.handle import Lease as Lease
     from .api.handle import acquire_lease as acquire_lease
+    from .api.history import history as history
+    from .api.history import log as log
     from .api.lease import Acquired as Acquired
     from .api.lease import acquire as acquire
     from .api.lease import acquire_first_free as acquire_first_free
@@ -52,9 +54,7 @@ if TYPE_CHECKING:
     from .api.lease import release as release
     from .api.lease import unbind as unbind
     from .api.reads import free as free
-    from .api.reads import history as history
     from .api.reads import list_claims as list_claims
-    from .api.reads import log as log
     from .api.reads import show as show
     from .keepalive.start import keep_alive as keep_alive
     from .keepalive.start import keep_bundle_alive as keep_bundle_alive
@@ -88,8 +88,8 @@ _LAZY = {
     "show": "api.reads",
     "list_claims": "api.reads",
     "free": "api.reads",
-    "log": "api.reads",
-    "history": "api.reads",
+    "log": "api.history",
+    "history": "api.history",
     "bundle": "api.bundle",
     "canonical_key": "providers",
     "run_guarded": "api.guarded",

@@ -9,7 +9,7 @@ all its members (docs/concepts.md). Thin wrappers over
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._util.value import Value
 from ..claims import acquire as acquisition
@@ -21,13 +21,15 @@ from ..errors import GitleaseError, UsageError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, judge
 from ..model.clock import Now
-from ..model.durations import duration_ms
 from ..receipts.receipt import Receipt, Receipted
 from ..store.base import Store
+from .lease import Operation
 from .reads import list_claims, mark_kept
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+_T = TypeVar("_T")
 
 
 class BundleResult(Value):
@@ -71,9 +73,8 @@ def heartbeat(
 ) -> BundleResult:
     """Renew every member (LOST naming the member if one was lost)."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    new_ttl = request.resolve_ttl(ttl, store.location.worktree) if ttl is not None else None
-    claims = core.renew_claims(store, rec, list(rec.claims), new_ttl)
-    return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
+    new_ttl = request.renewal_ttl(ttl, store.location.worktree)
+    return _members(store, rec, core.renew_claims, new_ttl)
 
 
 def release(
@@ -85,8 +86,7 @@ def release(
 ) -> BundleResult:
     """Release every member, optionally with a checkpoint."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    claims = core.release_claims(store, rec, list(rec.claims), checkpoint)
-    return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
+    return _members(store, rec, core.release_claims, checkpoint)
 
 
 def check(
@@ -98,9 +98,14 @@ def check(
 ) -> BundleResult:
     """The caller still holds every member (with at least ``min_remaining`` left)."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    need = duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    need = request.min_remaining_ms(min_remaining)
     store.refresh()
-    claims = core.check_claims(store, rec, list(rec.claims), need)
+    return _members(store, rec, core.check_claims, need)
+
+
+def _members(store: Store, rec: Receipt, act: Operation[_T], arg: _T) -> BundleResult:
+    """``act`` on every member of the bundle ``rec`` proves, marked bound or not."""
+    claims = act(store, rec, list(rec.claims), arg)
     return BundleResult(rec.bundle_id, ownership.mark_bound(store, claims), rec)
 
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .._util.files import atomic_write
 from .._util.value import Value
@@ -32,6 +32,9 @@ from ..receipts.receipt import ClaimRef, Receipt
 from ..state import guards
 from ..store.base import Store
 from .lease import acquire
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 POLL_SECONDS = 1.0
 GRACE_SECONDS = 5.0
@@ -70,34 +73,30 @@ class Executed(Value):
         return {"claim": self.claim.to_dict(), "exit": self.exit}
 
 
+class GuardedOptions(TypedDict, total=False):
+    """The keyword options of :func:`run_guarded`, as :func:`execute` takes them."""
+
+    receipt: str | os.PathLike[str] | None  #: the caller's receipt (default: this worktree's)
+    ttl: str | int | None  #: when exec acquires: how long the claim lasts without a heartbeat
+    coordination_only: bool  #: when exec acquires: the durable mutation happens elsewhere
+    owner: str | None  #: when exec acquires: a non-secret label
+    note: str | None  #: when exec acquires: shown with the claim
+    grace: float  #: seconds between TERM and KILL when ownership is lost (default 5)
+
+
 def run_guarded(
     store: Store,
     command: Sequence[str],
     resource: str | None = None,
-    *,
-    receipt: str | os.PathLike[str] | None = None,
-    ttl: str | int | None = None,
-    coordination_only: bool = False,
-    owner: str | None = None,
-    note: str | None = None,
-    grace: float = GRACE_SECONDS,
+    **options: Unpack[GuardedOptions],
 ) -> int:
     """Run ``command`` under a claim; its exit status, or LOST if ownership was lost meanwhile.
 
     Uses the caller's own active claim when its receipt is here (the claim stays
     held afterwards); otherwise acquires one and releases it when the command ends.
+    ``options``: :class:`GuardedOptions`, as for :func:`execute`.
     """
-    return execute(
-        store,
-        command,
-        resource,
-        receipt=receipt,
-        ttl=ttl,
-        coordination_only=coordination_only,
-        owner=owner,
-        note=note,
-        grace=grace,
-    ).exit
+    return execute(store, command, resource, **options).exit
 
 
 def execute(

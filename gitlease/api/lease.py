@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._util.value import Value
 from ..claims import acquire as acquisition
@@ -19,15 +19,16 @@ from ..claims.request import AcquireOptions
 from ..claims.waiting import Waiting
 from ..errors import UsageError
 from ..model.claim import Claim
-from ..model.durations import duration_ms
 from ..receipts import bindings as bindings_mod
 from ..receipts import receipt as receipts_mod
 from ..receipts.bindings import Binding
-from ..receipts.receipt import Receipt, Receipted
+from ..receipts.receipt import ClaimRef, Receipt, Receipted
 from ..store.base import Store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+_T = TypeVar("_T")
 
 
 class Acquired(Value):
@@ -98,10 +99,9 @@ def heartbeat(
     receipt: Receipted = None,
 ) -> Claim:
     """Extend the caller's claim by its TTL (or a new one). LOST if it expired: never revived."""
-    new_ttl = request.resolve_ttl(ttl, store.location.worktree) if ttl is not None else None
+    new_ttl = request.renewal_ttl(ttl, store.location.worktree)
     store.prepare_write()
-    rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return ownership.mark_bound(store, core.renew_claims(store, rec, [claim_ref], new_ttl))[0]
+    return _owned(store, resource, receipt, core.renew_claims, new_ttl)
 
 
 def release(
@@ -113,8 +113,7 @@ def release(
 ) -> Claim:
     """Write the tombstone; idempotent for the caller's own released claim."""
     store.prepare_write()
-    rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return ownership.mark_bound(store, core.release_claims(store, rec, [claim_ref], checkpoint))[0]
+    return _owned(store, resource, receipt, core.release_claims, checkpoint)
 
 
 def check(
@@ -125,10 +124,24 @@ def check(
     receipt: Receipted = None,
 ) -> Claim:
     """The re-check before a durable write: held, and with at least ``min_remaining`` left."""
-    need = duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
+    need = request.min_remaining_ms(min_remaining)
     store.refresh()
+    return _owned(store, resource, receipt, core.check_claims, need)
+
+
+#: An operation of the engine on claims a receipt proves, with its own argument (the new TTL,
+#: the checkpoint, the time that must be left): :func:`gitlease.claims.engine.renew_claims`,
+#: ``release_claims``, ``check_claims``.
+Operation = Callable[[Store, Receipt, list[ClaimRef], _T], list[Claim]]
+
+
+def _owned(
+    store: Store, resource: str | None, receipt: Receipted, act: Operation[_T], arg: _T
+) -> Claim:
+    """``act`` on the caller's claim on ``resource`` (its receipt found as every command
+    finds it), the claim marked bound or not."""
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
-    return ownership.mark_bound(store, core.check_claims(store, rec, [claim_ref], need))[0]
+    return ownership.mark_bound(store, act(store, rec, [claim_ref], arg))[0]
 
 
 def bind(store: Store, resource: str, receipt: Receipted = None) -> Claim:

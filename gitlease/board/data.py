@@ -14,45 +14,32 @@ The claims are the ``list --json`` document, from :class:`gitlease.api.reads.Lis
 ``gitlease list``'s claims, kept between builds, so that a build reads, parses and
 verifies only the records whose object id changed, and times every claim afresh. A
 remote store is read from its local mirror, fetched at most every
-:data:`REMOTE_REFRESH_SECONDS`. The timelines follow each record's ``previous``
-id, as ``gitlease log`` does, one level at a time for all resources at once
-(:func:`gitlease.api.reads.read_records`), and keep every record read by object id: a
-record never changes, so after a write only the new head is read. A build reads at
-most :data:`HISTORY_PER_BUILD` records of history (a later one at least a level): a
-new board over a large store shows its table at once, its timelines over the next polls.
+:data:`REMOTE_REFRESH_SECONDS`. The timelines are :mod:`gitlease.board.timelines`'s, kept
+between builds too.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..api.reads import Listing, claims_document, read_records
+from ..api.reads import Listing, claims_document
 from ..errors import GitleaseError
 from ..gitio import layout
-from ..model.claim import Claim
 from ..model.clock import Now
-from ..model.record import RELEASED, Record
 from ..model.refname import PREFIX
 from ..state import keepers
 from ..state.waitqueue import queue_dir, waiting_for
 from ..store.base import Store
+from .timelines import Timelines, compact_json
 
 #: The longest a cached document is served before it is built again.
 MAX_AGE_SECONDS = 2.0
 #: A remote store's mirror is fetched at most this often.
 REMOTE_REFRESH_SECONDS = 3.0
-#: How many records of each resource's history the timeline shows, newest last.
-TIMELINE_RECORDS = 16
-#: How many records of history one build reads beyond its first level: a board that starts
-#: over a large store shows its table at once, and the timelines fill in over the next
-#: polls, a level of history (one ``git cat-file --batch``) a build.
-HISTORY_PER_BUILD = 250
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -96,23 +83,6 @@ def fingerprint(git_dir: Path) -> tuple[Any, ...]:
     )
 
 
-def _encoder() -> Callable[[Any], str]:
-    """``json.dumps(value, ensure_ascii=True, separators=(",", ":"))``, its encoder made once
-    (``json.dumps`` makes one a call: most of the cost of a small value, and a board writes
-    one a timeline)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the same text, slower
-        return json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-    fallback = json.JSONEncoder().default
-    chunks = make(
-        None, fallback, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-    return lambda value: "".join(chunks(value, 0))
-
-
-_json = _encoder()
-
-
 class _Built:
     """One built document and when it stops being valid."""
 
@@ -150,8 +120,8 @@ class _Built:
             doc = self.doc
             head = {k: doc[k] for k in ("claims", "extra")}
             tail = {k: v for k, v in doc.items() if k not in ("claims", "extra", "timelines")}
-            lines = ",".join(f"{_json(ref)}:{text}" for ref, text in self._timelines.items())
-            text = f'{_json(head)[:-1]},"timelines":{{{lines}}},{_json(tail)[1:]}'
+            lines = ",".join(f"{compact_json(ref)}:{text}" for ref, text in self._timelines.items())
+            text = f'{compact_json(head)[:-1]},"timelines":{{{lines}}},{compact_json(tail)[1:]}'
             self._body = text.encode("ascii")
         return self._body
 
@@ -170,17 +140,15 @@ class Board:
         self._fetch_error: str | None = None
         #: The claims, kept between builds: only the records that changed are read again.
         self.listing = Listing(store)
-        #: Every record read for a timeline, by object id (a record never changes); None for
-        #: one that is missing (expired by retention) or does not verify: its chain ends.
-        self._records: dict[str, Record | None] = {}
-        #: How many times history was read (a new level shows as news to the page).
-        self._history = 0
-        #: Whether some timeline still has records to read (a later build reads them).
-        self.history_pending = False
-        #: The timeline of each head record (object id, state) drawn last time, and its text.
-        self._events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
+        #: Each resource's recent records, read a level a build and kept by object id.
+        self._history = Timelines(store)
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def history_pending(self) -> bool:
+        """Whether some timeline still has records to read (a later build reads them)."""
+        return self._history.pending
 
     def claims(self) -> dict[str, Any]:
         """The ``list --json`` document as of now (the cached one, its times moved on)."""
@@ -259,7 +227,10 @@ class Board:
             extra[c["ref"]] = info
             if c["state"] == "active" and c["expires_in"] is not None:
                 soonest = min(soonest, max(0.05, c["expires_in"]))
-        timelines, texts = self._timelines(found, claims) if self.timelines else ({}, {})
+        timelines: dict[str, Any] = {}
+        texts: dict[str, str] = {}
+        if self.timelines:  # (a level of history at least, once a document was shown)
+            timelines, texts = self._history.lines(found, claims, shown=self._built is not None)
         if self.history_pending:
             soonest = 0.0  # the next poll reads the next level of history
         doc = {
@@ -272,7 +243,7 @@ class Board:
             "fetch_error": self._fetch_error,
             "summary": summary(claims),
         }
-        return _Built(key, doc, started + soonest, self._history, texts)
+        return _Built(key, doc, started + soonest, self._history.levels, texts)
 
     def _dead_keepers(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -281,131 +252,6 @@ class Board:
                 for _, ref, cid in k.claims:
                     out[(ref, cid)] = k.pid
         return out
-
-    # ------------------------------------------------------------------ timelines
-
-    def _timelines(
-        self, found: list[Claim], claims: list[dict[str, Any]]
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        """Each resource's recent records, oldest first, as events for the picture; and
-        each one's JSON text (made once for its head record and state)."""
-        if len(self._records) > 50 * TIMELINE_RECORDS * max(1, len(found)):
-            self._records.clear()  # (records of refs long gone: a long-lived board stays small)
-            self._events.clear()
-        for claim in found:  # the heads: read and verified by the listing already
-            if claim.oid is not None and claim.record is not None:
-                self._records.setdefault(claim.oid, claim.record)
-        if self._read_levels(found):
-            self._history += 1
-            self._events.clear()  # (drawn from fewer records than there are now)
-        out: dict[str, Any] = {}
-        texts: dict[str, str] = {}
-        events: dict[tuple[str, str], tuple[dict[str, Any], str]] = {}
-        for claim, doc in zip(found, claims, strict=True):
-            if claim.oid is None or claim.record is None:
-                out[claim.ref] = {"events": [], "earlier": False}
-                texts[claim.ref] = '{"events":[],"earlier":false}'
-                continue
-            key = (claim.oid, claim.state)
-            made = self._events.get(key)
-            if made is None:
-                chain = list(self._chain(claim.oid))
-                chain.reverse()
-                first = chain[0] if chain else None
-                line = {
-                    "events": _events(chain, doc),
-                    "earlier": first is not None and first.previous is not None,
-                }
-                made = (line, _json(line))
-            events[key] = made
-            out[claim.ref], texts[claim.ref] = made
-        self._events = events
-        return out, texts
-
-    def _chain(self, oid: str) -> Iterator[Record]:
-        seen = 0
-        current: str | None = oid
-        while current is not None and seen < TIMELINE_RECORDS:
-            record = self._records.get(current)
-            if record is None:
-                return
-            yield record
-            seen += 1
-            current = record.previous
-
-    def _read_levels(self, found: list[Claim]) -> bool:
-        """Read records not seen before, one level of ``previous`` ids at a time for all
-        resources at once (one ``git cat-file --batch`` a level, signatures checked once:
-        the reads' verified cache): as many levels as :data:`HISTORY_PER_BUILD` allows, and
-        at least one once the board has shown a document. Whether it read anything; sets
-        :attr:`history_pending`."""
-        wanted: dict[str, tuple[str, str]] = {}
-        for claim in found:
-            tip = self._first_unread(claim.oid)
-            if tip is not None:
-                wanted[tip] = (claim.resource, claim.ref)
-        read = 0
-        depth = 0
-        while wanted and depth < TIMELINE_RECORDS:
-            first_level = read == 0 and self._built is not None
-            if read + len(wanted) > HISTORY_PER_BUILD and not first_level:
-                break
-            records = read_records(self.store, wanted)
-            read += len(wanted)
-            following: dict[str, tuple[str, str]] = {}
-            for oid, (resource, ref) in wanted.items():
-                record = records.get(oid)
-                self._records[oid] = record
-                prev = record.previous if record is not None else None
-                if prev is not None and prev not in self._records:
-                    following[prev] = (resource, ref)
-            wanted = following
-            depth += 1
-        self.history_pending = any(self._first_unread(c.oid) is not None for c in found)
-        return read > 0
-
-    def _first_unread(self, oid: str | None) -> str | None:
-        """The first record of the chain from ``oid`` not read yet (within the window)."""
-        depth = 0
-        while oid is not None and depth < TIMELINE_RECORDS:
-            if oid not in self._records:
-                return oid
-            record = self._records[oid]
-            oid = record.previous if record is not None else None
-            depth += 1
-        return None
-
-
-def _events(chain: list[Record], current: dict[str, Any]) -> list[dict[str, Any]]:
-    """The records of one resource (oldest first) as the picture's events: when each was
-    written, what it did (acquired, renewed, released, taken over), until when it held.
-    Times are the records' own RFC 3339 texts (the page reads them)."""
-    events: list[dict[str, Any]] = []
-    previous = None
-    for r in chain:
-        if r.state == RELEASED:
-            kind, at = "released", r.released_at
-        elif previous is not None and previous.claim_id == r.claim_id:
-            kind, at = "renewed", r.renewed_at
-        elif previous is not None and previous.state != RELEASED:
-            kind, at = "taken over", r.acquired_at
-        else:
-            kind, at = "acquired", r.acquired_at
-        events.append(
-            {
-                "kind": kind,
-                "at": at,
-                "expires_at": None if r.state == RELEASED else r.expires_at,
-                "claim_id": r.claim_id,
-                "owner": r.owner,
-                "revision": r.revision,
-                "checkpoint": r.checkpoint,
-            }
-        )
-        previous = r
-    if events and current["state"] == "expired":
-        events[-1]["expired"] = True
-    return events
 
 
 def summary(claims: list[dict[str, Any]], soon_seconds: float = 60.0) -> dict[str, int]:

@@ -23,7 +23,8 @@ from ..model.refname import encode
 from ..receipts import bindings as bindings_mod
 from ..receipts import reservation
 from ..receipts.receipt import ClaimRef, Receipt
-from ..scopes import index as scope_index
+from ..scopes import acquiring as scope_index
+from ..scopes.index import note_store
 from ..state import highwater
 from ..state.waitqueue import Line
 from ..store.base import Store
@@ -223,9 +224,9 @@ def take(
     the store-wide scope guard too (taken after the resource guards, always in that order),
     refused (HELD) when a live claim on another resource has an overlapping scope; through
     a git remote, the scope index's new value rides on the claims' own atomic push
-    (:mod:`gitlease.scopes.index`)."""
+    (:mod:`gitlease.scopes.acquiring`)."""
     if request.paths is not None:
-        scope_index.note_store(store.location.worktree_git_dir, store.git_dir)
+        note_store(store.location.worktree_git_dir, store.git_dir)
     with scope_index.scope_guard(store) if request.paths is not None else nullcontext():
         return _take(store, request, held)
 

@@ -325,7 +325,8 @@ def write_signed(
     returns the object ids of the records written, or raises; without it the error stands.
     ``riders``: updates of refs that hold no record, (ref, expected object id, bytes), in
     the same transaction and compared like the records (a remote store's scope index, in
-    the same atomic push: :mod:`gitlease.scopes.index`); all land with the records or none.
+    the same atomic push: :func:`gitlease.scopes.acquiring.note`); all land with the
+    records or none.
     """
     updates = [(snap.ref, snap.oid, record.raw or b"") for snap, record in signed]
     try:

@@ -15,7 +15,7 @@ from ..model.claim import Claim, judge, seems_held
 from ..model.clock import Now, format_duration
 from ..receipts import reservation
 from ..receipts.receipt import Receipt
-from ..scopes.index import ScopesOverlap
+from ..scopes.acquiring import ScopesOverlap
 from ..state import guards as guards_mod
 from ..state.waitqueue import Line
 from ..store.base import Store

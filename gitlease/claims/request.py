@@ -1,4 +1,5 @@
-"""What a caller may ask of an acquire, checked before anything touches the store.
+"""What a caller may ask of an acquire (and of a heartbeat or a check), checked before
+anything touches the store.
 
 TTL, owner label, note, mode, ``--wait``, an explicit receipt path: every
 argument is validated here (USAGE on anything wrong), so that acquiring
@@ -45,6 +46,16 @@ def resolve_ttl(ttl: str | int | None, worktree: Path | None = None) -> int:
             "of work renews its claim (heartbeat, keepalive) instead"
         )
     return ms
+
+
+def renewal_ttl(ttl: str | int | None, worktree: Path | None = None) -> int | None:
+    """A heartbeat's new TTL (:func:`resolve_ttl`), or None: each claim keeps its own."""
+    return resolve_ttl(ttl, worktree) if ttl is not None else None
+
+
+def min_remaining_ms(min_remaining: str | int | None) -> int:
+    """A check's ``min_remaining`` in milliseconds (0: none asked for)."""
+    return duration_ms(min_remaining, name="--min-remaining") if min_remaining else 0
 
 
 #: The longest TTL when ``gitlease.maxTtl`` is not set: a day.

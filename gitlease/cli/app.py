@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from importlib import import_module
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar
 
 import click
 
@@ -42,41 +42,41 @@ def _set(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
+#: The options every command shares: (declaration, what :class:`Options` keeps it as, the
+#: option's own settings).
+_SHARED: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+    (
+        ("--json", "json_"),
+        "json",
+        {"is_flag": True, "help": "Print one JSON document on stdout (on success and on failure)."},
+    ),
+    (
+        ("--store",),
+        "store",
+        {
+            "type": click.Path(),
+            "help": "The store repository (default: GITLEASE_STORE, then git config "
+            "gitlease.store, then the project's shared store under $XDG_STATE_HOME; see "
+            "`gitlease where`).",
+        },
+    ),
+    (
+        ("--remote",),
+        "remote",
+        {
+            "metavar": "NAME|URL",
+            "help": "Coordinate through this git remote, for agents on several hosts (default: "
+            "GITLEASE_REMOTE or git config gitlease.remote; '' for none).",
+        },
+    ),
+    (("--debug",), "debug", {"is_flag": True, "help": "Show a traceback on unexpected errors."}),
+]
+
+
 def shared_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--json``, ``--store``, ``--remote``, ``--debug``: accepted before or after a command."""
-    f = click.option(
-        "--json",
-        "json_",
-        is_flag=True,
-        expose_value=False,
-        callback=_set("json"),
-        help="Print one JSON document on stdout (on success and on failure).",
-    )(f)
-    f = click.option(
-        "--store",
-        type=click.Path(),
-        expose_value=False,
-        callback=_set("store"),
-        help=(
-            "The store repository (default: GITLEASE_STORE, then git config gitlease.store, "
-            "then the project's shared store under $XDG_STATE_HOME; see `gitlease where`)."
-        ),
-    )(f)
-    f = click.option(
-        "--remote",
-        metavar="NAME|URL",
-        expose_value=False,
-        callback=_set("remote"),
-        help="Coordinate through this git remote, for agents on several hosts (default: "
-        "GITLEASE_REMOTE or git config gitlease.remote; '' for none).",
-    )(f)
-    f = click.option(
-        "--debug",
-        is_flag=True,
-        expose_value=False,
-        callback=_set("debug"),
-        help="Show a traceback on unexpected errors.",
-    )(f)
+    for decls, name, settings in _SHARED:
+        f = click.option(*decls, expose_value=False, callback=_set(name), **settings)(f)
     return f
 
 
@@ -160,7 +160,9 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
     closed stdout is known here: :class:`OutputFailed`)."""
     try:
         if opts.json:
-            output.print_json(doc)
+            from .jsonout import print_json
+
+            print_json(doc)
         elif text:
             output.write_stdout(output.safe_text(text) + "\n")
         sys.stdout.flush()
@@ -190,76 +192,6 @@ def emit_taken(
     except OutputFailed as exc:
         undo(exc.error)
         raise OutputFailed(exc.error, "; the claim was released again") from None
-
-
-def read_items(items: tuple[str, ...]) -> list[str]:
-    """Arguments, or one item a line from stdin when the only argument is ``-``."""
-    if items == ("-",):
-        from ..api.reads import iter_resources
-
-        return list(iter_resources(sys.stdin))
-    return list(items)
-
-
-KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
-
-
-@overload
-def resolve_resource(resource: str, key: str | None) -> str: ...
-@overload
-def resolve_resource(resource: None, key: str | None) -> None: ...
-def resolve_resource(resource: str | None, key: str | None) -> str | None:
-    """RESOURCE as given, or read as a reference of the provider ``key`` (``--key``)."""
-    if resource is None or key is None:
-        return resource
-    from ..providers import canonical_key
-
-    return canonical_key(key, resource)
-
-
-def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options shared by ``acquire`` and ``bundle acquire``."""
-
-    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(
-            [
-                click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
-                click.option(
-                    "--owner",
-                    help=(
-                        "A non-secret label (default: GITLEASE_OWNER, else "
-                        "user@host:<worktree>, user@host:pid outside a repository)."
-                    ),
-                ),
-                click.option("--note", help=f"A note shown with {what}."),
-                click.option(
-                    "--wait",
-                    help="While HELD, wait this long, in turn with the other waiters on this host.",
-                ),
-                click.option(
-                    "--coordination-only",
-                    is_flag=True,
-                    help="The durable mutation happens elsewhere (e.g. a remote API): "
-                    "recorded as the mode.",
-                ),
-                click.option(
-                    "--paths",
-                    "paths",
-                    multiple=True,
-                    metavar="PATTERN",
-                    help="Reserve files: a path scope (git wildmatch, from the repository's "
-                    "top; repeatable). HELD if it overlaps a live claim's scope on another "
-                    "resource. See docs/howto/path-scopes.md.",
-                ),
-                click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
-                click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
-                click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP),
-            ]
-        ):
-            f = option(f)
-        return f
-
-    return decorate
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
@@ -379,8 +311,10 @@ def _say(line: str) -> None:
 
 def _fail(error: GitleaseError, wants_json: bool, usage: click.ClickException | None = None) -> int:
     if wants_json:
+        from .jsonout import error_document, print_json
+
         try:
-            output.print_json(output.error_document(error))
+            print_json(error_document(error))
             sys.stdout.flush()
         except OSError:  # stdout is closed: the error goes to stderr instead
             _silence_stdout()

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..api.output import format_duration, printable
-from . import output
+from . import jsonout, output
 from .app import Options, cli, command, open_store
 
 #: How often ``list --watch`` redraws (the countdowns tick; the store is re-read only
@@ -180,7 +180,7 @@ def board(opts: Options, port: int, host: str, open_: bool) -> None:
     try:
         address = url(server)
         if opts.json:
-            output.print_json({"url": address})
+            jsonout.print_json({"url": address})
         else:
             click.echo(f"board {address}")
         sys.stdout.flush()

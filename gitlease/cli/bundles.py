@@ -7,16 +7,8 @@ from typing import Any
 
 import click
 
-from .app import (
-    Options,
-    acquire_options,
-    cli,
-    command,
-    emit,
-    emit_taken,
-    open_store,
-    shared_options,
-)
+from .app import Options, cli, command, emit, emit_taken, open_store, shared_options
+from .arguments import acquire_options
 from .hooks import commit_check_warning, stale_binding_warnings
 
 _LEAD = {"help_option_names": ["-h", "--help"]}

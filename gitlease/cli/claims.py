@@ -12,20 +12,9 @@ import click
 
 from ..api.output import format_duration, printable
 from ..errors import GitleaseError, UsageError
-from . import output
-from .app import (
-    KEY_HELP,
-    Options,
-    OutputFailed,
-    acquire_options,
-    cli,
-    command,
-    emit,
-    emit_taken,
-    open_store,
-    read_items,
-    resolve_resource,
-)
+from . import jsonout, output
+from .app import Options, OutputFailed, cli, command, emit, emit_taken, open_store
+from .arguments import acquire_options, key_option, read_items, resolve_resource
 from .hooks import commit_check_warning, stale_binding_warnings
 
 if TYPE_CHECKING:
@@ -199,79 +188,56 @@ class _WaitLine:
                 sys.stderr.flush()
 
 
-def _owned(name: str, help_text: str) -> Callable[[Callable[..., Any]], Any]:
-    """A command on one owned claim: [RESOURCE], --receipt, --key."""
+def _owned(name: str, help_text: str, verb: str, option: tuple[str, str]) -> None:
+    """A command on one owned claim (``gitlease.api.lease``'s function of that name):
+    [RESOURCE], --receipt, --key and the command's own ``option`` (flag, help)."""
 
-    def decorate(f: Callable[..., Any]) -> Any:
-        f = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)(f)
-        f = click.option(
-            "--receipt",
-            type=click.Path(),
-            help="The receipt of the claim (default: this worktree's).",
-        )(f)
-        f = click.argument("resource", required=False)(f)
-        f.__doc__ = help_text
-        return command(cli, name)(f)
+    def run(
+        opts: Options, resource: str | None, receipt: str | None, key_: str | None, **kw: Any
+    ) -> None:
+        from ..api import lease
 
-    return decorate
+        act = getattr(lease, name)
+        claim = act(open_store(opts), resolve_resource(resource, key_), receipt=receipt, **kw)
+        doc = claim.to_dict()
+        emit(opts, doc, f"{verb} {claim.describe()}" + _mode_note(doc))
 
-
-@_owned("heartbeat", "Extend your claim by its TTL (exit 4, LOST, if it already expired).")
-@click.option("--ttl", help="A new TTL for this and later heartbeats.")
-def heartbeat(
-    opts: Options, resource: str | None, receipt: str | None, key_: str | None, ttl: str | None
-) -> None:
-    from ..api.lease import heartbeat as do_heartbeat
-
-    claim = do_heartbeat(
-        open_store(opts), resolve_resource(resource, key_), ttl=ttl, receipt=receipt
-    )
-    doc = claim.to_dict()
-    emit(opts, doc, f"renewed {claim.describe()}" + _mode_note(doc))
+    run.__doc__ = help_text
+    run.__name__ = name
+    f: Callable[..., Any] = click.option(option[0], help=option[1])(run)
+    f = key_option(f)
+    f = click.option(
+        "--receipt",
+        type=click.Path(),
+        help="The receipt of the claim (default: this worktree's).",
+    )(f)
+    f = click.argument("resource", required=False)(f)
+    command(cli, name)(f)
 
 
-@_owned("release", "Release your claim, optionally with a checkpoint (where progress was written).")
-@click.option("--checkpoint", help="Where the durable progress is, e.g. a provider comment URL.")
-def release(
-    opts: Options,
-    resource: str | None,
-    receipt: str | None,
-    key_: str | None,
-    checkpoint: str | None,
-) -> None:
-    from ..api.lease import release as do_release
-
-    claim = do_release(
-        open_store(opts), resolve_resource(resource, key_), checkpoint=checkpoint, receipt=receipt
-    )
-    doc = claim.to_dict()
-    emit(opts, doc, f"released {claim.describe()}" + _mode_note(doc))
-
-
-@_owned("check", "Exit 0 if you still hold the claim (with --min-remaining left), else 4 (LOST).")
-@click.option("--min-remaining", help="Require at least this much time left.")
-def check(
-    opts: Options,
-    resource: str | None,
-    receipt: str | None,
-    key_: str | None,
-    min_remaining: str | None,
-) -> None:
-    from ..api.lease import check as do_check
-
-    claim = do_check(
-        open_store(opts),
-        resolve_resource(resource, key_),
-        min_remaining=min_remaining,
-        receipt=receipt,
-    )
-    doc = claim.to_dict()
-    emit(opts, doc, f"held: {claim.describe()}" + _mode_note(doc))
+_owned(
+    "heartbeat",
+    "Extend your claim by its TTL (exit 4, LOST, if it already expired).",
+    "renewed",
+    ("--ttl", "A new TTL for this and later heartbeats."),
+)
+_owned(
+    "release",
+    "Release your claim, optionally with a checkpoint (where progress was written).",
+    "released",
+    ("--checkpoint", "Where the durable progress is, e.g. a provider comment URL."),
+)
+_owned(
+    "check",
+    "Exit 0 if you still hold the claim (with --min-remaining left), else 4 (LOST).",
+    "held:",
+    ("--min-remaining", "Require at least this much time left."),
+)
 
 
 @command(cli, "show")
 @click.argument("resource")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@key_option
 def show(opts: Options, resource: str, key_: str | None) -> None:
     """Show the record of RESOURCE (never secret): active, expired, released or free."""
     from ..api.reads import show as do_show
@@ -322,7 +288,7 @@ def list_(
         batches = iter_claims(store, state=state, prefix=prefix) if claims is None else [claims]
         try:
             with gc_paused():
-                output.print_sorted_claims_json(
+                jsonout.print_sorted_claims_json(
                     ([c.to_dict() for c in batch] for batch in batches), "resource"
                 )
         except GitleaseError:
@@ -359,10 +325,10 @@ def free(opts: Options, resources: tuple[str, ...]) -> None:
 
 @command(cli, "log")
 @click.argument("resource")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@key_option
 def log(opts: Options, resource: str, key_: str | None) -> None:
     """The history of RESOURCE, oldest first: one line per transition."""
-    from ..api.reads import history
+    from ..api.history import history
 
     resource = resolve_resource(resource, key_)
     kept = history(open_store(opts), resource)

@@ -10,7 +10,8 @@ import click
 
 from ..errors import UsageError
 from . import output
-from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
+from .app import Options, cli, command, emit, open_store
+from .arguments import key_option, resolve_resource
 
 
 @command(cli, "exec")
@@ -20,7 +21,7 @@ from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_reso
 @click.option("--coordination-only", is_flag=True, help="Record the claim as coordination only.")
 @click.option("--owner", help="Owner label when exec acquires.")
 @click.option("--note", help="Note when exec acquires.")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@key_option
 def exec_(
     opts: Options,
     words: tuple[str, ...],
@@ -89,7 +90,7 @@ def _say_mode(claim: Any) -> None:
     help="Where the new content comes from.",
 )
 @click.option("--receipt", type=click.Path(), help="The receipt of the claim.")
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@key_option
 def replace_file(
     opts: Options,
     path: str,

@@ -6,7 +6,8 @@ import os
 
 import click
 
-from .app import KEY_HELP, Options, cli, command, emit, open_store, resolve_resource
+from .app import Options, cli, command, emit, open_store
+from .arguments import key_option, resolve_resource
 
 WHILE_PID_HELP = (
     "Keep it alive while this process lives (default: the agent, the nearest process above "
@@ -22,7 +23,7 @@ MAX_HELP = "Stop after this long at the latest, leaving the claim to expire (def
 @click.option(
     "--receipt", type=click.Path(), help="The receipt of the claim (default: this worktree's)."
 )
-@click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+@key_option
 def keepalive(
     opts: Options,
     resource: str | None,

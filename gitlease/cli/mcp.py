@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from ..errors import UsageError
-from . import output
+from . import jsonout
 from .app import Options, cli, command
 
 INSTALL = "pip install 'gitlease[mcp]'"
@@ -47,7 +47,7 @@ def mcp(opts: Options) -> None:
 
     renewals = Renewals(lambda: warm.open_store(opts.store, opts.remote))
     session = Session(
-        Cli(invoke=invoke, error_document=output.error_document, json_text=output.json_text),
+        Cli(invoke=invoke, error_document=jsonout.error_document, json_text=jsonout.json_text),
         renewals,
         shared=shared,
         commands=set(LazyGroup.modules),

@@ -157,7 +157,7 @@ class Newest:
 
 
 def newest_written(mark: int, landed: list[str], records: Records) -> Newest:
-    """:func:`gitlease.api.reads.newest_written` from what a pass read once: ``mark`` (the
+    """:func:`gitlease.api.history.newest_written` from what a pass read once: ``mark`` (the
     higher of the high-water mark and the floor, read before the reflog: a write landing
     meanwhile can only raise what the reflog shows) and the reflog's ``landed`` ids."""
     best, newest, top = 0, "", None

@@ -92,6 +92,8 @@ _OWNED = Arg(
     "The claimed resource, as `acquire` returned it (default: the claim this worktree holds).",
     positional=True,
 )
+#: The one resource a read names (``show``, ``log``), with ``key`` to read it as a reference.
+_READ_ONE = (Arg("resource", STRING, "The resource.", positional=True, required=True), _KEY)
 _HELD_BY_YOU = (
     " Answers with the claim document; a tool error with code LOST (exit 4) means you no longer "
     "hold it (it expired, was released, or someone took it over): stop writing, your work on it "
@@ -182,7 +184,7 @@ TOOLS: tuple[Tool, ...] = (
         "show",
         "Show the record of one resource (never secret): its state (active, expired, released, "
         "free, invalid), owner, expiry, note and last checkpoint.",
-        (Arg("resource", STRING, "The resource.", positional=True, required=True), _KEY),
+        _READ_ONE,
     ),
     Tool(
         "list",
@@ -215,7 +217,7 @@ TOOLS: tuple[Tool, ...] = (
         "log",
         "The history of one resource, oldest first: who held it, renewals, releases with their "
         "checkpoints (where to resume).",
-        (Arg("resource", STRING, "The resource.", positional=True, required=True), _KEY),
+        _READ_ONE,
     ),
     Tool(
         "key",

@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import GitleaseError, UsageError
@@ -201,51 +202,61 @@ def _issue_key(pattern: re.Pattern[str], text: str) -> str:
     return f"{match.group(1).upper()}-{_number(match.group(2))}"
 
 
-class Jira(BuiltinProvider):
+class _KeyTracker(BuiltinProvider):
+    """A tracker whose issues are named by keys like ``ABC-12``, given bare, as this
+    provider's own output (``NAME/ABC-12``) or inside one of its URLs (:meth:`_key_in`)."""
+
+    key_pattern: ClassVar[re.Pattern[str]]
+    #: The hosts its URLs may name (None: any host).
+    hosts: ClassVar[frozenset[str] | None] = None
+
+    def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
+        """See :class:`BuiltinProvider`; the forms this tracker accepts are in ``accepts``."""
+        own = f"{self.name}/"
+        if item.startswith(own) and item.count("/") == 1:  # our own output
+            item = item[len(own) :]
+        if "/" not in item:
+            return own + _issue_key(self.key_pattern, item)
+        url = _url(item, self.hosts)
+        if url is None:
+            raise _Refused()
+        return own + _issue_key(self.key_pattern, self._key_in(*url))
+
+    def _key_in(self, host: str, segments: list[str], query: str) -> str:
+        """The issue key a URL of this tracker names (:class:`_Refused` if it names none)."""
+        raise NotImplementedError
+
+
+class Jira(_KeyTracker):
     """Any host: Jira runs on atlassian.net and on self-hosted servers alike."""
 
     name = "jira"
     accepts = "an issue key such as ABC-12, or a URL such as https://x.atlassian.net/browse/ABC-12"
+    key_pattern = _JIRA_KEY
 
-    def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
-        """See :class:`BuiltinProvider`; the forms Jira accepts are in ``accepts``."""
-        if item.startswith("jira/") and item.count("/") == 1:  # our own output
-            item = item[len("jira/") :]
-        if "/" not in item:
-            return "jira/" + _issue_key(_JIRA_KEY, item)
-        url = _url(item, None)
-        if url is None:
-            raise _Refused()
-        _, segments, query = url
+    def _key_in(self, host: str, segments: list[str], query: str) -> str:
         if len(segments) >= 2 and segments[-2] == "browse":
-            return "jira/" + _issue_key(_JIRA_KEY, segments[-1])
+            return segments[-1]
         selected = parse_qs(query).get("selectedIssue", [])
         if len(selected) == 1:
-            return "jira/" + _issue_key(_JIRA_KEY, selected[0])
+            return selected[0]
         raise _Refused("the URL names no issue (expected .../browse/KEY-N)")
 
 
-class Linear(BuiltinProvider):
+class Linear(_KeyTracker):
     """Linear issue URLs end in an editable title slug, which is ignored."""
 
     name = "linear"
     accepts = "an issue key such as ENG-42, or a URL such as https://linear.app/TEAM/issue/ENG-42"
+    key_pattern = _LINEAR_KEY
+    hosts = frozenset({"linear.app", "www.linear.app"})
 
-    def parse(self, item: str, options: Mapping[str, str], cwd: Path) -> str:
-        """See :class:`BuiltinProvider`; the forms Linear accepts are in ``accepts``."""
-        if item.startswith("linear/") and item.count("/") == 1:  # our own output
-            item = item[len("linear/") :]
-        if "/" not in item:
-            return "linear/" + _issue_key(_LINEAR_KEY, item)
-        url = _url(item, frozenset({"linear.app", "www.linear.app"}))
-        if url is None:
-            raise _Refused()
-        host, segments, _ = url
+    def _key_in(self, host: str, segments: list[str], query: str) -> str:
         if host not in ("linear.app", "www.linear.app"):
             raise _Refused(f"host {host!r} is not linear.app")
         if len(segments) < 3 or segments[1] != "issue":
             raise _Refused("not an issue URL")
-        return "linear/" + _issue_key(_LINEAR_KEY, segments[2])
+        return segments[2]
 
 
 # --- beads ----------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from conftest import store_git
 
 from gitlease._util import testing
 from gitlease.api.reads import Listing, iter_claims, list_claims
-from gitlease.board import data as board_data
+from gitlease.board import timelines as board_timelines
 from gitlease.board.data import Board
-from gitlease.cli import output
+from gitlease.cli import jsonout
 from gitlease.gitio.objects import LooseObjects
 from gitlease.model import clock
 from gitlease.model.claim import (
@@ -325,7 +325,7 @@ def test_a_new_board_over_much_history_fills_its_timelines_over_the_next_builds(
     _write(store.git_dir, heads)
     whole = Board(store).page_doc()[0]["timelines"]  # (4 resources, 8 older records: at once)
     assert all(len(line["events"]) == 3 for line in whole.values())
-    monkeypatch.setattr(board_data, "HISTORY_PER_BUILD", 2)
+    monkeypatch.setattr(board_timelines, "HISTORY_PER_BUILD", 2)
     board = Board(store)
     first = board.page_doc()[0]
     assert board.history_pending
@@ -378,11 +378,11 @@ def test_list_json_is_the_sorted_document_whatever_the_batches(
     assert [c.resource for c in streamed] != [c.resource for c in whole]  # (ref order)
     assert sorted(_docs(streamed), key=lambda d: d["resource"]) == _docs(whole)
     docs = [c.to_dict() for c in whole]
-    output.print_json({"claims": docs})
+    jsonout.print_json({"claims": docs})
     expected = capsys.readouterr().out
     for batch in (1, 7, 1000):
         parts = [docs[i : i + batch] for i in range(0, len(docs), batch)]
-        output.print_sorted_claims_json(reversed(parts), "resource")  # (any order in)
+        jsonout.print_sorted_claims_json(reversed(parts), "resource")  # (any order in)
         assert capsys.readouterr().out == expected
 
 
@@ -393,10 +393,10 @@ def test_list_json_through_a_real_file_is_byte_for_byte(tmp_path: Path) -> None:
     try:
         for case in (docs, [], docs[:1]):
             with open(out, "w", encoding="utf-8") as sys.stdout:
-                output.print_sorted_claims_json(iter([case]), "resource")
+                jsonout.print_sorted_claims_json(iter([case]), "resource")
             got = out.read_text(encoding="utf-8")
             sys.stdout = io.StringIO()
-            output.print_json({"claims": sorted(case, key=lambda d: d["resource"])})
+            jsonout.print_json({"claims": sorted(case, key=lambda d: d["resource"])})
             assert got == sys.stdout.getvalue()
     finally:
         sys.stdout = saved

@@ -62,7 +62,7 @@ def test_json_documents_are_laid_out_as_json_lays_them_out(doc) -> None:
     import re
     import unicodedata
 
-    from gitlease.cli.output import json_text
+    from gitlease.cli.jsonout import json_text
 
     def escape(m: re.Match[str]) -> str:
         ch = m.group()

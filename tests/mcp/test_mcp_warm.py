@@ -148,7 +148,7 @@ class _Spawned:
 def test_calls_after_the_first_run_no_git_process(here: Path, monkeypatch):
     """A resident server's acquire and release, once warm: no `git config` to locate the
     store, no git process to find the hooks (a command line runs five)."""
-    from gitlease.cli import app, output
+    from gitlease.cli import app, jsonout
     from gitlease.mcp import capture
     from gitlease.mcp.renewal import Renewals
     from gitlease.mcp.server import Cli, Session
@@ -166,7 +166,7 @@ def test_calls_after_the_first_run_no_git_process(here: Path, monkeypatch):
 
     renewals = Renewals(lambda: warm.open_store(None, None))
     session = Session(
-        Cli(invoke=invoke, error_document=output.error_document, json_text=output.json_text),
+        Cli(invoke=invoke, error_document=jsonout.error_document, json_text=jsonout.json_text),
         renewals,
         shared=["--json"],
         commands=set(app.LazyGroup.modules),

@@ -143,7 +143,7 @@ def test_overlapping_scopes_are_held_naming_claim_patterns_and_witness(cli, repo
 
 
 def test_an_expired_scoped_claim_holds_no_scope(cli, repo) -> None:
-    from gitlease.scopes import index
+    from gitlease.scopes import acquiring as index
     from gitlease.store.location import open_store
 
     got = cli("acquire", "short", "--ttl", "1s", "--paths", "x/**", "--json")

@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitlease.model.refname import SCOPES_INDEX_REF, decode
+from gitlease.scopes import acquiring as scope_acquiring
 from gitlease.scopes import index as scope_index
 
 CTX = multiprocessing.get_context("spawn")
@@ -412,11 +413,11 @@ def test_compaction_rides_on_a_scoped_acquires_push(hosts) -> None:
     assert store.remote is not None
     # (the index compacts once it holds 32 entries more than twice the live ones last
     # counted: none, since its first entry was made afresh)
-    for i in range(scope_index._SLACK - 1):
+    for i in range(scope_acquiring._SLACK - 1):
         got = acquire(store, f"dead/{i}", paths=[f"dead{i}/**"], ttl="1m", bind=False)
         release(store, f"dead/{i}", receipt=got.receipt.path)
     grown = remote_index(hosts.server)["entries"]
-    assert len(grown) == scope_index._SLACK
+    assert len(grown) == scope_acquiring._SLACK
     # b compacts from a mirror that does not show c's claim yet (fetched half done): only
     # what proves a claim over drops its entry
     assert hosts.on_b("list").code == 0
@@ -430,7 +431,7 @@ def test_compaction_rides_on_a_scoped_acquires_push(hosts) -> None:
     assert held.code == 3 and error_of(held)["claim"]["resource"] == "kept", held
     transactions = (hosts.server / "transactions").read_text().splitlines()
     with_index = [t.split() for t in transactions if SCOPES_INDEX_REF in t.split()]
-    assert len(with_index) == scope_index._SLACK + 1  # one a scoped acquire, no other
+    assert len(with_index) == scope_acquiring._SLACK + 1  # one a scoped acquire, no other
     assert all(any(r.endswith(".lease") for r in t) for t in with_index), with_index
 
 

@@ -140,16 +140,16 @@ def test_a_ref_is_read_afresh_while_its_blob_is_remembered(store) -> None:
 def test_streamed_list_json_is_the_document_byte_for_byte(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from gitlease.cli import output
+    from gitlease.cli import jsonout
 
     docs = [
         {"resource": f"r/{i}\x7f\u0085\udcff", "n": None, "f": 1.5, "b": True, "x": {"k": [1]}}
         for i in range(1203)
     ]
     for case in (docs, [], docs[:1], docs[:500]):
-        output.print_claims_json(iter(case))
+        jsonout.print_claims_json(iter(case))
         streamed = capsys.readouterr().out
-        output.print_json({"claims": case})
+        jsonout.print_json({"claims": case})
         assert streamed == capsys.readouterr().out
 
 
@@ -168,11 +168,11 @@ def test_the_json_escape_pattern_is_everything_from_del_up() -> None:
     """Spelled as a negation (the range form cost every command 3-10 ms to compile)."""
     import re
 
-    from gitlease.cli import output
+    from gitlease.cli import jsonout
 
     ranged = re.compile(r"[\x7f-\U0010ffff]")
     assert all(
-        bool(output._JSON_RAW.match(chr(c))) == bool(ranged.match(chr(c))) for c in range(0x110000)
+        bool(jsonout._JSON_RAW.match(chr(c))) == bool(ranged.match(chr(c))) for c in range(0x110000)
     )
 
 

@@ -1,0 +1,87 @@
+"""What several commands take beyond the shared options: items one a line from stdin, a
+resource read as a provider's reference (``--key``), and the options of an acquire.
+
+Apart from :mod:`gitlease.cli.app` (the group, the shared options, exit codes), which every
+start of the CLI loads, ``gitlease --version`` included; these load with the commands that
+take them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, overload
+
+import click
+
+
+def read_items(items: tuple[str, ...]) -> list[str]:
+    """Arguments, or one item a line from stdin when the only argument is ``-``."""
+    if items == ("-",):
+        from ..api.reads import iter_resources
+
+        return list(iter_resources(sys.stdin))
+    return list(items)
+
+
+KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
+#: ``--key PROVIDER``: RESOURCE read as a reference of the provider (:func:`resolve_resource`).
+key_option = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
+
+
+@overload
+def resolve_resource(resource: str, key: str | None) -> str: ...
+@overload
+def resolve_resource(resource: None, key: str | None) -> None: ...
+def resolve_resource(resource: str | None, key: str | None) -> str | None:
+    """RESOURCE as given, or read as a reference of the provider ``key`` (``--key``)."""
+    if resource is None or key is None:
+        return resource
+    from ..providers import canonical_key
+
+    return canonical_key(key, resource)
+
+
+def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options shared by ``acquire`` and ``bundle acquire``."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(
+            [
+                click.option("--ttl", help=f"How long {what} lasts without a heartbeat (15m)."),
+                click.option(
+                    "--owner",
+                    help=(
+                        "A non-secret label (default: GITLEASE_OWNER, else "
+                        "user@host:<worktree>, user@host:pid outside a repository)."
+                    ),
+                ),
+                click.option("--note", help=f"A note shown with {what}."),
+                click.option(
+                    "--wait",
+                    help="While HELD, wait this long, in turn with the other waiters on this host.",
+                ),
+                click.option(
+                    "--coordination-only",
+                    is_flag=True,
+                    help="The durable mutation happens elsewhere (e.g. a remote API): "
+                    "recorded as the mode.",
+                ),
+                click.option(
+                    "--paths",
+                    "paths",
+                    multiple=True,
+                    metavar="PATTERN",
+                    help="Reserve files: a path scope (git wildmatch, from the repository's "
+                    "top; repeatable). HELD if it overlaps a live claim's scope on another "
+                    "resource. See docs/howto/path-scopes.md.",
+                ),
+                click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
+                click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
+                key_option,
+            ]
+        ):
+            f = option(f)
+        return f
+
+    return decorate
