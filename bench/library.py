@@ -149,9 +149,11 @@ def parts(cycle: Any, n: int) -> None:
     from gitlease.receipts import receipt as receipts
     from gitlease.state import guards
     from gitlease.store import local as store
+    from gitlease.store import transaction
 
-    for attr in ("compare_and_swap_many", "read", "read_blob", "_read_pygit2", "write_blob"):
-        _category("libgit2", store.Store, attr)
+    for attr in ("compare_and_swap_many", "read", "read_blob", "write_blob"):
+        _category("libgit2", store.LocalStore, attr)
+    _category("libgit2", transaction.Writer, "read")
     for attr in ("verify", "_signing_key"):
         _category("ed25519", record, attr)
     _category("ed25519", record.SigningKey, "sign")

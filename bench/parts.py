@@ -84,9 +84,9 @@ subprocess.run = _timed_run
 
 
 def _timed_write() -> None:
-    from gitlease.store.local import Store
+    from gitlease.store.local import LocalStore
 
-    real = Store.compare_and_swap_many
+    real = LocalStore.compare_and_swap_many
 
     def call(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
@@ -95,7 +95,7 @@ def _timed_write() -> None:
         finally:
             spent["libgit2"] += time.perf_counter() - started
 
-    Store.compare_and_swap_many = call  # type: ignore[method-assign]
+    LocalStore.compare_and_swap_many = call  # type: ignore[method-assign]
 
 
 def _timed_keeper() -> None:

@@ -64,14 +64,14 @@ if TYPE_CHECKING:
     from .model.claim import Claim as Claim
     from .model.keeper import Keeper as Keeper
     from .providers import canonical_key as canonical_key
-    from .store.local import Store as Store
+    from .store.base import Store as Store
     from .store.location import open_store as open_store
     from .store.remote import RemoteStore as RemoteStore
 
 __version__ = "0.2.0"
 
 _LAZY = {
-    "Store": "store.local",
+    "Store": "store.base",
     "RemoteStore": "store.remote",
     "open_store": "store.location",
     "Claim": "model.claim",

@@ -22,7 +22,7 @@ from ..hooks import check as hookcheck
 from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
-    from ..store.local import Store
+    from ..store.base import Store
 
 #: Under ``gitlease.requireClaim`` with no claim bound there is nothing to re-acquire.
 REQUIRE_ADVICE = (

@@ -22,7 +22,7 @@ from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, judge
 from ..model.clock import Now
 from ..receipts.receipt import Receipt, Receipted
-from ..store.local import Store
+from ..store.base import Store
 from .lease import Operation
 from .reads import list_claims, mark_kept
 

@@ -30,7 +30,7 @@ from ..model.clock import Now
 from ..model.record import COORDINATION_ONLY
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state import guards
-from ..store.local import Store
+from ..store.base import Store
 from .lease import acquire
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import GitleaseError, LostError
 from ..model.claim import Claim
-from ..store.local import Store
+from ..store.base import Store
 from .lease import Acquired, acquire, check, heartbeat, release
 
 

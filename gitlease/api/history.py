@@ -22,7 +22,7 @@ from ..model.record import Record, parse
 from ..model.refname import encode
 from ..state import highwater
 from ..state import verified_records as verified
-from ..store.local import Store
+from ..store.base import Store
 
 
 class History(Value):
@@ -179,7 +179,7 @@ def _historic(claim: Claim, successor: Claim | None) -> Claim:
 
 def read_records(store: Store, wanted: Mapping[str, tuple[str, str]]) -> dict[str, Record | None]:
     """The records with the object ids of ``wanted`` (id -> the resource each must name and
-    the ref whose history it is), read as :meth:`~gitlease.store.local.Store.read_blobs`
+    the ref whose history it is), read as :meth:`~gitlease.store.base.Store.read_blobs`
     reads them (loose ones from their files, the rest in one ``git cat-file --batch``) and
     verified as the reads verify (a signature is checked once: the verified-records
     cache): each a record, or None when it is missing or does not verify. For history (the

@@ -23,7 +23,7 @@ from ..receipts import bindings as bindings_mod
 from ..receipts import receipt as receipts_mod
 from ..receipts.bindings import Binding
 from ..receipts.receipt import ClaimRef, Receipt, Receipted
-from ..store.local import Store
+from ..store.base import Store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -2,7 +2,7 @@
 in :mod:`gitlease.api.history` and named here too, with the other reads).
 
 Reads never take a guard and never write, except that a remote store fetches
-first (:meth:`~gitlease.store.local.Store.refresh`), and that they remember the
+first (:meth:`~gitlease.store.base.Store.refresh`), and that they remember the
 records whose signature they verified (:mod:`gitlease.state.verified_records`), so the next
 read checks only what changed. A record that does not verify is shown as
 ``invalid``: ``show`` exits STORE on it, ``list`` carries on, ``free`` never
@@ -26,7 +26,7 @@ from ..model.refname import encode, validate_resource
 from ..state import guards, highwater, keepers
 from ..state import verified_records as verified
 from ..state.waitqueue import waiting_for
-from ..store.local import Store
+from ..store.base import Store
 from .history import History as History
 from .history import history as history
 from .history import log as log
@@ -116,7 +116,7 @@ class Listing:
 
     Each look lists the refs' object ids (one ``git for-each-ref``) and reads, parses and
     verifies only the records whose id changed since the last look
-    (:meth:`~gitlease.store.local.Store.read_all_since`; a remote's mirror is read whole,
+    (:meth:`~gitlease.store.base.Store.read_all_since`; a remote's mirror is read whole,
     and only new records are parsed). Every claim is timed afresh at every look, against
     the clock of that look: a kept active claim whose time ran out shows ``expired``
     without any write. What a look returns is what :func:`list_claims` returns for the

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..scopes.lookup import covering
 from ..scopes.wildmatch import check_path
-from ..store.local import Store
+from ..store.base import Store
 
 __all__ = ["covering", "who"]
 

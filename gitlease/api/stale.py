@@ -21,7 +21,7 @@ from ..errors import GitleaseError
 from ..model.claim import Claim, judge
 from ..model.clock import Now
 from ..receipts.bindings import Binding, bindings, unbind
-from ..store.local import Store
+from ..store.base import Store
 
 
 class Stale(Value):

@@ -33,7 +33,7 @@ from ..model.clock import Now
 from ..model.refname import PREFIX
 from ..state import keepers
 from ..state.waitqueue import queue_dir, waiting_for
-from ..store.local import Store
+from ..store.base import Store
 from .timelines import Timelines, compact_json
 
 #: The longest a cached document is served before it is built again.

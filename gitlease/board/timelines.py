@@ -18,7 +18,7 @@ from typing import Any
 from ..api.history import read_records
 from ..model.claim import Claim
 from ..model.record import RELEASED, Record
-from ..store.local import Store
+from ..store.base import Store
 
 #: How many records of each resource's history the timeline shows, newest last.
 TIMELINE_RECORDS = 16

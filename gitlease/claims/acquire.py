@@ -27,7 +27,7 @@ from ..scopes import acquiring as scope_index
 from ..scopes.index import note_store
 from ..state import highwater
 from ..state.waitqueue import Line
-from ..store.local import Store
+from ..store.base import Store
 from . import bookkeeping, ownership
 from . import interrupts as window
 from .engine import guards, release_claims, with_cas_retry, write_signed

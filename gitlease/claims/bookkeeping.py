@@ -21,7 +21,7 @@ from ..receipts import receipt as receipts_mod
 from ..receipts import reservation
 from ..receipts.bindings import Binding
 from ..receipts.receipt import ClaimRef, Receipt
-from ..store.local import Store
+from ..store.base import Store
 from .ownership import receipt_dir
 
 

@@ -30,7 +30,7 @@ from ..model.record import RELEASED, Record, SigningKey
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
 from ..state.guards import GUARD_WAIT_SECONDS
-from ..store.local import Store
+from ..store.base import Store
 from . import ownership
 
 #: How often a decision is made again when the ref keeps moving under it.

@@ -18,7 +18,7 @@ from ..receipts.receipt import Receipt
 from ..scopes.acquiring import ScopesOverlap
 from ..state import guards as guards_mod
 from ..state.waitqueue import Line
-from ..store.local import Store
+from ..store.base import Store
 from . import ownership
 from .acquire import check_bindings, finish_acquire, take
 from .engine import CAS_ATTEMPTS
@@ -32,7 +32,7 @@ def acquire_first_free(
     """Take one claim: the first of the candidates (``request.resources``, in order) that
     can be acquired. (the claim, its receipt, the invalid candidates passed over before it.)
 
-    Each look reads every candidate's ref at once (:meth:`~gitlease.store.local.Store.read_many`)
+    Each look reads every candidate's ref at once (:meth:`~gitlease.store.base.Store.read_many`)
     and passes over the held ones without checking their signatures
     (:func:`~gitlease.model.claim.seems_held`); only the candidate being taken gets the guard,
     the judgement under it and the compare-and-swap. HELD, naming every candidate, when

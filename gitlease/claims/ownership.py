@@ -37,7 +37,7 @@ from ..receipts import directory as receiptdir
 from ..receipts import receipt as receipts_mod
 from ..receipts.bindings import Binding
 from ..receipts.receipt import ClaimRef, Receipt
-from ..store.local import Store
+from ..store.base import Store
 from ..store.location import state_home
 
 if TYPE_CHECKING:

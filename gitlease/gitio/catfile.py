@@ -1,6 +1,20 @@
-"""One long-lived ``git cat-file --batch`` process, for reading many blobs in turn: a record
-chain (``log``, ``verify``, the retention pass), where the next id to ask for is often in the
-answer to the last. No pygit2: the reads stay lean (docs/performance.md).
+"""The one reader of many objects: loose ones from their files, the rest through one
+long-lived ``git cat-file --batch`` process. No pygit2: the reads stay lean
+(docs/performance.md).
+
+Two ways of asking, one process:
+
+* :meth:`BatchReader.read` asks for one object and waits for it: a record chain (``log``,
+  ``verify``), where the next id to ask for is in the answer to the last.
+* :meth:`BatchReader.objects` (and :meth:`BatchReader.blobs` over it) asks for many at
+  once: each loose object is read from its file first (:mod:`gitlease.gitio.objects`, a
+  third of what git takes), and every other id is written to git in one stream (by a
+  thread when it is more than a pipe holds, so that neither side waits on a full pipe)
+  while the answers are read as they come. Listings, ``read_many``, a whole pass's history.
+
+An id that is not an object id is never sent to git (a forged ``previous`` must not become
+a second request). When git falls out of step (an answer it should not give) or ends, the
+process is stopped and the ids not answered yet are asked afresh one at a time.
 """
 
 from __future__ import annotations
@@ -14,23 +28,29 @@ from typing import IO
 
 from ..errors import StoreError
 from .gitread import OID, git_env
+from .objects import LooseObjects
 
 #: What a pipe holds whatever its size (one page): written at once, it never blocks.
 _PAGE = 4096
+#: An object's type and bytes; None: there is no such object (or the id is none).
+Found = tuple[str, bytes] | None
+#: git answered out of step, or ended: the object cannot be read from this process.
+_ODD = "odd"
 
 
 class BatchReader:
-    """One ``git cat-file --batch`` process, fed one object id at a time: the next id to ask
-    for is often in the answer to the last (a record names its predecessor)."""
+    """One ``git cat-file --batch`` process (started on the first object git must give),
+    and the store's loose objects (opened on the first read of many)."""
 
     def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
         self._proc: subprocess.Popen[bytes] | None = None
+        self._loose: LooseObjects | None = None
 
     def read(self, oid: str) -> tuple[bytes | None, str | None]:
-        """(bytes, None) for a blob, or (None, why not)."""
-        if not OID.fullmatch(oid):  # a forged "previous" must not become a second request
-            return None, f"{oid[:80]!r} is not an object id"
+        """(bytes, None) for a blob, or (None, why not): one object, asked of git alone."""
+        if not OID.fullmatch(oid):
+            return None, _not_an_id(oid)
         proc = self._start()
         stdin, stdout = _pipes(proc)
         try:
@@ -42,67 +62,45 @@ class BatchReader:
         if not header:
             self.close()
             raise StoreError(f"cannot read the store {self.git_dir}: git cat-file ended early")
-        parts = header.split()
-        if len(parts) == 2 and parts[1] == b"missing":
-            return None, f"object {oid} is missing"
-        if len(parts) != 3 or not parts[2].isdigit():
+        found = _answer(oid, header, stdout)
+        if isinstance(found, str):
             self.close()  # out of step with git: start afresh next time
             return None, f"object {oid} cannot be read"
-        size = int(parts[2])
-        body = stdout.read(size + 1)
-        if len(body) != size + 1:
-            self.close()
-            return None, f"object {oid} cannot be read"
-        kind = parts[1].decode("ascii", "replace")
-        if kind != "blob":
-            return None, f"object {oid} is a {kind}, not a blob"
-        return body[:size], None
+        return blob_answer(oid, found)
 
-    def read_many(self, oids: list[str]) -> dict[str, tuple[str | None, bytes]]:
-        """Each object's type (None: missing, or not an object id) and bytes, asked a few at
-        a time (so neither pipe fills while the other waits)."""
-        out: dict[str, tuple[str | None, bytes]] = {}
-        asked = [oid for oid in dict.fromkeys(oids) if OID.fullmatch(oid)]
-        for oid in oids:
-            out.setdefault(oid, (None, b""))
-        for start in range(0, len(asked), 64):
-            part = asked[start : start + 64]
-            proc = self._start()
-            stdin, stdout = _pipes(proc)
-            try:
-                stdin.write("".join(oid + "\n" for oid in part).encode("ascii"))
-                stdin.flush()
-                for oid in part:
-                    header = stdout.readline()
-                    parts = header.split()
-                    if len(parts) == 2 and parts[1] == b"missing":
-                        continue
-                    if len(parts) != 3 or not parts[2].isdigit():
-                        raise OSError(f"git cat-file answered {header[:80]!r}")
-                    size = int(parts[2])
-                    body = stdout.read(size + 1)
-                    if len(body) != size + 1:
-                        raise OSError("git cat-file ended early")
-                    out[oid] = (parts[1].decode("ascii", "replace"), body[:size])
-            except OSError as exc:
-                self.close()
-                raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
-        return out
-
-    def read_answers(self, oids: Iterable[str]) -> dict[str, tuple[bytes | None, str | None]]:
-        """What :meth:`read` gives for each of ``oids``, read in one stream: every id is
-        written to git at once (by a thread, so that neither side waits on a full pipe) and
-        the answers read as they come, so the many blobs of a whole pass cost no round trip
-        each (docs/performance.md, ``verify``)."""
-        out: dict[str, tuple[bytes | None, str | None]] = {}
-        wanted = []
+    def objects(self, oids: Iterable[str]) -> dict[str, Found]:
+        """Each of ``oids``' type and bytes (None: missing, or not an object id), loose
+        objects from their files, the others in one stream (see the module's text)."""
+        out: dict[str, Found] = {}
+        wanted: list[str] = []
+        if self._loose is None:
+            self._loose = LooseObjects(self.git_dir / "objects")
         for oid in dict.fromkeys(oids):
-            if OID.fullmatch(oid):
+            if not OID.fullmatch(oid):
+                out[oid] = None
+                continue
+            loose = self._loose.read(oid)
+            if loose is None:
                 wanted.append(oid)
             else:
-                out[oid] = (None, f"{oid[:80]!r} is not an object id")
-        if not wanted:
-            return out
+                out[oid] = loose
+        done = self._stream(wanted, out) if wanted else 0
+        for oid in wanted[done:]:  # (after git fell out of step: afresh, one at a time)
+            out[oid] = self._one(oid)
+        return out
+
+    def blobs(self, oids: Iterable[str]) -> dict[str, tuple[bytes | None, str | None]]:
+        """What :meth:`read` gives for each of ``oids``, read as :meth:`objects` reads."""
+        oids = list(oids)
+        found = self.objects(oids)
+        out: dict[str, tuple[bytes | None, str | None]] = {}
+        for oid in dict.fromkeys(oids):
+            got = found[oid]
+            out[oid] = (None, _not_an_id(oid)) if not OID.fullmatch(oid) else blob_answer(oid, got)
+        return out
+
+    def _stream(self, wanted: list[str], out: dict[str, Found]) -> int:
+        """Ask git for every one of ``wanted`` at once; how many were answered in step."""
         proc = self._start()
         stdin, stdout = _pipes(proc)
         asked = b"".join(oid.encode("ascii") + b"\n" for oid in wanted)
@@ -121,10 +119,10 @@ class BatchReader:
         done = 0
         try:
             for oid in wanted:
-                answer = _answer(oid, stdout)
-                if answer is None:
+                found = _answer(oid, stdout.readline(), stdout)
+                if isinstance(found, str):
                     break
-                out[oid] = answer
+                out[oid] = found
                 done += 1
         except OSError as exc:
             raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
@@ -136,9 +134,23 @@ class BatchReader:
                 feeder.join()
             if done < len(wanted):
                 self.close()
-        for oid in wanted[done:]:  # (after git fell out of step: afresh, one at a time)
-            out[oid] = self.read(oid)
-        return out
+        return done
+
+    def _one(self, oid: str) -> Found:
+        """One object's type and bytes, asked alone; STORE when git cannot give it."""
+        proc = self._start()
+        stdin, stdout = _pipes(proc)
+        try:
+            stdin.write(oid.encode("ascii") + b"\n")
+            stdin.flush()
+            found = _answer(oid, stdout.readline(), stdout)
+        except OSError as exc:
+            self.close()
+            raise StoreError(f"cannot read the store {self.git_dir}: {exc}") from None
+        if isinstance(found, str):
+            self.close()
+            raise StoreError(f"cannot read the store {self.git_dir}: cannot read object {oid}")
+        return found
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
@@ -155,7 +167,11 @@ class BatchReader:
         return self._proc
 
     def close(self) -> None:
-        """End the process (it ends by itself when its input closes)."""
+        """End the process (it ends by itself when its input closes) and let go of the
+        object directory."""
+        if self._loose is not None:
+            self._loose.close()
+            self._loose = None
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -171,24 +187,36 @@ class BatchReader:
             proc.wait()
 
 
+def blob_answer(oid: str, found: Found) -> tuple[bytes | None, str | None]:
+    """``(bytes, None)`` for a blob, else ``(None, why not)``, as :meth:`BatchReader.read`."""
+    if found is None:
+        return None, f"object {oid} is missing"
+    kind, body = found
+    if kind != "blob":
+        return None, f"object {oid} is a {kind}, not a blob"
+    return body, None
+
+
+def _not_an_id(oid: str) -> str:
+    return f"{oid[:80]!r} is not an object id"
+
+
 def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
     assert proc.stdin is not None and proc.stdout is not None  # made with PIPE
     return proc.stdin, proc.stdout
 
 
-def _answer(oid: str, stdout: IO[bytes]) -> tuple[bytes | None, str | None] | None:
-    """git's answer for ``oid``, asked already; None when git ended or is out of step."""
-    header = stdout.readline()
+def _answer(oid: str, header: bytes, stdout: IO[bytes]) -> Found | str:
+    """git's answer for ``oid`` (its ``header`` line read already, the body then read):
+    the object, None when git has none, or :data:`_ODD` when git ended or is out of step."""
     parts = header.split()
-    if len(parts) == 2 and parts[1] == b"missing" and parts[0] == oid.encode("ascii"):
-        return None, f"object {oid} is missing"
-    if len(parts) != 3 or not parts[2].isdigit() or parts[0] != oid.encode("ascii"):
+    name = oid.encode("ascii")
+    if len(parts) == 2 and parts[1] == b"missing" and parts[0] == name:
         return None
+    if len(parts) != 3 or not parts[2].isdigit() or parts[0] != name:
+        return _ODD
     size = int(parts[2])
     body = stdout.read(size + 1)
     if len(body) != size + 1:
-        return None
-    kind = parts[1].decode("ascii", "replace")
-    if kind != "blob":
-        return None, f"object {oid} is a {kind}, not a blob"
-    return body[:size], None
+        return _ODD
+    return parts[1].decode("ascii", "replace"), body[:size]

@@ -26,7 +26,7 @@ from ..receipts import bindings as bindings_mod
 
 if TYPE_CHECKING:
     from ..model.claim import Claim
-    from ..store.local import Store
+    from ..store.base import Store
     from ..store.projects import RepoConfig
 
 ADVICE = (

@@ -48,7 +48,7 @@ from ..receipts.directory import log_path
 from ..receipts.receipt import ClaimRef, Receipt, Receipted
 from ..state import keeperlink, keepers
 from ..state.keepers import Keeper
-from ..store.local import Store
+from ..store.base import Store
 
 if TYPE_CHECKING:
     from ..api.bundle import BundleResult

@@ -16,7 +16,7 @@ from ..gitio.gitread import Snapshot
 from ..model.bootclock import START_TOLERANCE_MS, writer_start_ms
 from ..model.record import RELEASED, Record
 from ..state import highwater
-from ..store.local import Store
+from ..store.base import Store
 from .history import Newest, Records
 from .problems import Problem
 

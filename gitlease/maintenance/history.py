@@ -7,7 +7,7 @@ one record at a time, each was a round trip to ``git cat-file`` and was read aga
 next check: 57,000 round trips for 10,000 resources of three records, two thirds of
 ``verify``'s time (docs/performance.md, ``verify``). Here each reflog is read once, the
 records a group of reflogs names are read in one stream
-(:meth:`~gitlease.gitio.catfile.BatchReader.read_many`) and parsed once, and the checks
+(:meth:`~gitlease.gitio.catfile.BatchReader.blobs`) and parsed once, and the checks
 look them up; a group's records are dropped before the next, so memory stays flat.
 
 Nothing here trusts a record: it is parsed, never verified. The records of a chain are
@@ -28,7 +28,7 @@ from ..gitio.catfile import BatchReader
 from ..gitio.gitread import OID, ReflogLine, named_ids, parse_reflog
 from ..model.record import Record, parse
 from ..model.refname import PREFIX
-from ..store.local import Store
+from ..store.base import Store
 
 #: How many resources' records are held at once (each keeps its reflog's records).
 GROUP = 512
@@ -44,7 +44,7 @@ class Records:
     def prefetch(self, oids: Iterable[str]) -> None:
         """Read every one of ``oids`` not held yet, in one stream."""
         wanted = [oid for oid in oids if oid not in self._parsed]
-        for oid, (data, _problem) in self._reader.read_answers(wanted).items():
+        for oid, (data, _problem) in self._reader.blobs(wanted).items():
             self._parsed[oid] = _parsed(data)
 
     def get(self, oid: str) -> Record | None:

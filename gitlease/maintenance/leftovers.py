@@ -27,7 +27,7 @@ from ..receipts import bindings as bindings_mod
 from ..receipts import directory as receiptdir
 from ..receipts import receipt as receipts_mod
 from ..state import guards
-from ..store.local import Store
+from ..store.base import Store
 from .problems import Problem
 
 #: The claim id of a ref's current record, if that record verifies (else None).

@@ -31,7 +31,8 @@ from ..model.clock import Now, rfc3339
 from ..model.durations import duration_ms
 from ..model.sightings import Sightings
 from ..state import keepers
-from ..store.local import GC_GRACE, Store
+from ..store.base import Store
+from ..store.reflogs import GC_GRACE
 from . import retention
 from .history import reading
 from .judging import Judged

@@ -21,7 +21,7 @@ from ..model.claim import is_expired, on_this_clock
 from ..model.clock import Now, parse_rfc3339, rfc3339
 from ..model.record import MAX_INT, RELEASED, Record, SigningKey, new_claim_id, new_token, parse
 from ..state import highwater
-from ..store.local import Store
+from ..store.base import Store
 from .history import Kept, Newest, Records, max_revision
 from .problems import Problem
 

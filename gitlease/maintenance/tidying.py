@@ -17,7 +17,7 @@ from ..errors import StoreError
 from ..gitio import layout
 from ..receipts import directory as receiptdir
 from ..state import floors, guards
-from ..store.local import Store
+from ..store.base import Store
 from .judging import Judged
 from .leftovers import orphan_receipts
 

@@ -25,7 +25,7 @@ from ..gitio.gitread import Snapshot
 from ..model.claim import Claim
 from ..model.clock import parse_rfc3339
 from ..state import floors, highwater
-from ..store.local import Store
+from ..store.base import Store
 from .history import GROUP, Kept, Records, max_revision, newest_written, reflog_refs
 from .judging import RELEASED_LINE, Judged
 from .retention import GUARD_WAIT_SECONDS

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import GitleaseError, StoreError
 from ..gitio.gitread import ReflogLine, Snapshot, named_ids, parse_reflog
 from ..model.claim import Claim
-from ..store.local import Store
+from ..store.base import Store
 from . import retention
 from .history import GROUP, Records, read_reflog, reflog_refs
 from .judging import Judged

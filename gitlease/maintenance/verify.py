@@ -26,7 +26,7 @@ from ..gitio.gitread import Snapshot
 from ..model.claim import verified
 from ..model.refname import decode
 from ..state import floors, highwater
-from ..store.local import Store
+from ..store.base import Store
 from . import chains, repair
 from .history import GROUP, Kept, Records, newest_written, reading
 from .leftovers import orphan_receipts, stale_locks

@@ -35,7 +35,7 @@ from ..gitio.gitdirs import common_dir, find_git_dir
 from ..gitio.gitread import git_env
 from ..hooks import dirs as hookdirs
 from ..hooks import install as githooks
-from ..store.local import Store
+from ..store.base import Store
 from ..store.location import open_store
 
 #: Environment variables that choose the store, its remote, or the git files read.

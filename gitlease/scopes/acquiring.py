@@ -35,7 +35,7 @@ from ..model.clock import Now, format_duration
 from ..model.record import Record
 from ..model.refname import SCOPES_INDEX_REF
 from ..state.guards import hold
-from ..store.local import Store
+from ..store.base import Store
 from .index import (
     Entry,
     Index,

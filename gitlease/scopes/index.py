@@ -36,7 +36,7 @@ from ..model.clock import Now
 from ..model.record import MAX_INT, Record, parse
 from ..model.refname import LEAF_SUFFIX, PREFIX, SCOPES_INDEX_REF
 from ..model.sightings import Sightings
-from ..store.local import Store
+from ..store.base import Store
 from .wildmatch import MAX_PATTERN_CHARS
 
 VERSION = 1
@@ -188,7 +188,7 @@ def write_index(git_dir: Path, index: Index) -> None:
 def read_ref(store: Store) -> tuple[str | None, Index | None]:
     """A remote store's index ref as its mirror holds it: (its object id, or None if it is
     absent; the index, or None if it is absent or is not one gitlease writes)."""
-    snap = Store.read(store, SCOPES_INDEX_REF)  # (no sighting: it is no claim's record)
+    snap = store.read_here(SCOPES_INDEX_REF)  # (no sighting: it is no claim's record)
     if snap.data is None or snap.problem:
         return snap.oid, None
     return snap.oid, _parse_index(snap.data)

@@ -18,7 +18,7 @@ from ..gitio.gitdirs import worktree_of
 from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
 from ..model.refname import SCOPES_INDEX_REF
-from ..store.local import Store
+from ..store.base import Store
 from .index import Index, index_path, read_index, read_mirrored, rebuild, sighted
 from .syntax import prefix_of
 from .wildmatch import check_path, compile_pattern, is_repository_path
@@ -125,9 +125,10 @@ def _store_dir(git_dir: Path, store: Store | None) -> Path:
 def _plain_store(store_dir: Path, git_dir: Path) -> Store:
     """The store at ``store_dir``, read as it is on disk (a remote store's mirror: the
     commit check never waits for the network)."""
-    from ..store.location import Location
+    from ..store.base import Location
+    from ..store.local import LocalStore
 
-    return Store(Location(store_dir, "the commit check", git_dir, None))
+    return LocalStore(Location(store_dir, "the commit check", git_dir, None))
 
 
 def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:

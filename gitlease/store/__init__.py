@@ -1,2 +1,2 @@
-"""Where claims live: the local store (compare-and-swap on a ref), the remote store (atomic
-pushes), locating a project's store, the coordinator, push replies."""
+"""Where claims live: the contract of every store (base), the store on this host (local), the
+store coordinated through a git remote (remote), locating a project's store, the coordinator."""

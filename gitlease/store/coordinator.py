@@ -32,7 +32,7 @@ from ..gitio.gitread import git_env
 from .projects import identify, normalize_url, read_config
 
 if TYPE_CHECKING:
-    from .location import Location
+    from .base import Location
 
 REMOTE_ENV = "GITLEASE_REMOTE"
 CONFIG_KEY = "gitlease.remote"

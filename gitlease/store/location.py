@@ -9,42 +9,29 @@ claims never ride along in the project's own objects, clones or mirrors
 pygit2: the commit hook runs it on every commit.
 
 :func:`open_store` then chooses the class: a :class:`~gitlease.store.remote.RemoteStore`
-when a git remote coordinates the store (:mod:`gitlease.store.coordinator`), a plain
-:class:`~gitlease.store.local.Store` otherwise. The choice is made here, once, so
-that the store classes differ by their methods and nothing else asks which
-one it has.
+when a git remote coordinates the store (:mod:`gitlease.store.coordinator`), a
+:class:`~gitlease.store.local.LocalStore` otherwise; both are a
+:class:`~gitlease.store.base.Store`, as callers see them. The choice is made here, once,
+so that the store classes differ by their methods and nothing else asks which one it
+has. (The :class:`~gitlease.store.base.Location` value lives with the stores' contract,
+so that no store imports this module.)
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from .._util.value import Value
 from ..errors import StoreError, UsageError
 from ..gitio.gitdirs import common_dir, find_git_dir, looks_like_git_dir, require_utf8
 from ..gitio.gitread import git_env
-from .local import Store
-from .projects import RepoConfig, identify, read_config, store_name
+from .base import Location, Store
+from .local import LocalStore
+from .projects import identify, read_config, store_name
 
 PER_USER_REASON = "per-user store (no git repository here)"
 PROJECT_REASON = "the store shared by every clone of"
-
-
-class Location(Value):
-    """Where a store is and why it was chosen (``gitlease where``)."""
-
-    __slots__ = ("git_dir", "reason", "worktree_git_dir", "worktree", "project", "config")
-    _defaults: ClassVar[dict[str, Any]] = {"project": None, "config": None}
-    git_dir: Path  # the store repository's common git dir
-    reason: str
-    worktree_git_dir: Path | None  # the private git dir of the current worktree, if any
-    worktree: Path | None  # the current worktree's top directory, if any
-    #: The project whose clones share this store (None: a store named outright, or per-user).
-    project: str | None
-    #: The git configuration of the repository here, as read to choose the store.
-    config: RepoConfig | None
 
 
 def state_home() -> Path:
@@ -172,12 +159,12 @@ def open_store(
         _refuse_a_project_as_its_own_store(Path(store), location)
     ensure_exists(location)
     if remote == "":
-        return Store(location)
+        return LocalStore(location)
     from . import coordinator  # (the commit check, remote="", never needs it)
 
     chosen = coordinator.choose(location, remote)
     if chosen is None:
-        return Store(location)
+        return LocalStore(location)
     from . import remote as remote_mod  # a remote store costs modules a local one never needs
 
     return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)
@@ -192,7 +179,7 @@ def recorded_coordinator(location: Location) -> dict[str, str | None] | None:
     found = coordinator.recorded(location.git_dir)
     if found is None:
         return None
-    from .remote import redact
+    from .link import redact
 
     return {**found, "remote": redact(found["remote"] or "")}
 
@@ -234,7 +221,7 @@ def where(store: str | os.PathLike[str] | None = None, remote: str | None = None
 
     from ..receipts.directory import default_dir
     from . import coordinator
-    from .remote import redact
+    from .link import redact
 
     location = locate(store)
     found = coordinator.choose(location, remote, record=False)

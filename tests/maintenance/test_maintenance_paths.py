@@ -1,7 +1,7 @@
 """The fast paths of ``verify`` and the retention pass give the answers of the slow ones they
 replace (docs/performance.md, ``verify`` and ``prune``).
 
-* Many blobs read in one stream (``BatchReader.read_answers``) are what one read each gives.
+* Many blobs read in one stream (``BatchReader.blobs``) are what one read each gives.
 * A reflog read once (``maintenance.history.Kept``) says where the history starts and what
   the ref held, as the store's own reads of it do, on odd reflogs too.
 * Every high-water mark read in one listing is what a read of each ref's mark gives.
@@ -24,7 +24,8 @@ from gitlease.gitio.catfile import BatchReader
 from gitlease.maintenance import history
 from gitlease.model.refname import encode
 from gitlease.state import highwater
-from gitlease.store.local import Store
+from gitlease.store.base import Store
+from gitlease.store.local import LocalStore
 
 Z = "0" * 40
 
@@ -45,10 +46,10 @@ def test_a_stream_of_reads_gives_what_one_read_each_gives(repo: Path) -> None:
     one, many = BatchReader(git_dir), BatchReader(git_dir)
     try:
         expected = {oid: one.read(oid) for oid in wanted}
-        got = many.read_answers(wanted)
+        got = many.blobs(wanted)
         assert got == expected
-        assert many.read_answers([]) == {}
-        assert many.read_answers(blobs[:2]) == {oid: expected[oid] for oid in blobs[:2]}
+        assert many.blobs([]) == {}
+        assert many.blobs(blobs[:2]) == {oid: expected[oid] for oid in blobs[:2]}
         assert many.read(blobs[7]) == expected[blobs[7]], "the process stays in step"
     finally:
         one.close()
@@ -79,7 +80,7 @@ def test_a_reflog_read_once_says_what_the_stores_reads_say(store, repo: Path, sh
         "junk": "x\n" + _line(Z, a) + "\n" + _line(a, b) + "y z",
     }[shape]
     log.write_text(text)
-    fresh = Store(store.location)
+    fresh = LocalStore(store.location)
     kept = history.Kept.read(fresh, ref)
     assert kept.start == fresh.history_start(ref)
     assert kept.landed(current) == fresh.reflog_landed(ref, current)

@@ -87,7 +87,7 @@ def test_verify_reads_each_kept_record_once(store, repo, monkeypatch) -> None:
             gitlease.heartbeat(store, f"once/{i}")
             gitlease.release(store, f"once/{i}")
     asked: list[str] = []
-    real_read, real_many = BatchReader.read, BatchReader.read_answers
+    real_read, real_many = BatchReader.read, BatchReader.blobs
 
     def read(self, oid):
         asked.append(oid)
@@ -99,7 +99,7 @@ def test_verify_reads_each_kept_record_once(store, repo, monkeypatch) -> None:
         return real_many(self, oids)
 
     monkeypatch.setattr(BatchReader, "read", read)
-    monkeypatch.setattr(BatchReader, "read_answers", read_many)
+    monkeypatch.setattr(BatchReader, "blobs", read_many)
     assert gitlease.verify(open_store()).ok  # (as the CLI opens it: no pygit2 handle yet)
     assert len(asked) >= 3 * 5, "the histories were read"
     assert len(asked) == len(set(asked)), "a record was read twice"

@@ -121,11 +121,11 @@ def test_a_kept_remote_store_forgets_the_last_commands_fetch(here: Path, tmp_pat
     server = _bare(tmp_path / "server.git")
     warm = WarmStores()
     store = warm.open_store(None, server.as_uri())
-    store._fetched_after_refusal = 1e18  # type: ignore[attr-defined]  # (as a settle leaves it)
+    store.link.fetched_after_refusal = 1e18  # type: ignore[attr-defined]  # (as a settle leaves it)
     warm.release()
     again = warm.open_store(None, server.as_uri())
     assert again is store
-    assert again._fetched_after_refusal is None  # type: ignore[attr-defined]
+    assert again.link.fetched_after_refusal is None  # type: ignore[attr-defined]
     warm.release()
 
 

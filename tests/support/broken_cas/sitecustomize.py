@@ -28,7 +28,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from gitlease.errors import CompareAndSwapFailed  # noqa: E402
-from gitlease.store import local, remote  # noqa: E402
+from gitlease.store import base, local, remote  # noqa: E402
+from gitlease.store.settle import Push  # noqa: E402
 
 sys.stderr.write("gitlease: WARNING: the broken test build is loaded: NO LOCKING\n")
 
@@ -42,16 +43,17 @@ def _unlocked_compare_and_swap_many(
     self: Any, updates: list[tuple[str, str | None, bytes]], message: str
 ) -> list[str]:
     """Compare, then set without the lock: a racer can write in between."""
-    new_oids = [self.write_blob(data) for _, _, data in updates]
+    writer = self.writer
+    new_oids = [writer.write_blob(data) for _, _, data in updates]
     ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
     for (ref, _, _), _ in ordered:
-        self._ensure_reflog(ref)
+        writer.ensure_reflog(ref)
     for (ref, expected, _), _ in ordered:
-        if self._read_pygit2(ref).oid != expected:
+        if writer.read(ref).oid != expected:
             raise CompareAndSwapFailed(f"{ref} changed")
     time.sleep(0.01)  # widen the window a racer needs
     for (ref, _, _), new_oid in ordered:
-        self.repo.references.create(ref, new_oid, force=True)
+        writer.repo.references.create(ref, new_oid, force=True)
     return new_oids
 
 
@@ -63,11 +65,11 @@ def _forced_push(
     args = ["push", "--atomic", "--porcelain", "--no-verify", "--no-recurse-submodules"]
     args.append(self.remote)
     args += [f"+{new}:{ref}" for ref, _, new in planned]
-    self._push(args, planned)
-    self._mirror_compare_and_swap(planned, message)
+    Push(self.link, self.mirror, planned).run(args)
+    self.follow(planned, message)
     return [new for _, _, new in planned]
 
 
-local.Store.guard = _no_guard  # type: ignore[method-assign,assignment]
-local.Store.compare_and_swap_many = _unlocked_compare_and_swap_many  # type: ignore[method-assign]
+base.Store.guard = _no_guard  # type: ignore[method-assign,assignment]
+local.LocalStore.compare_and_swap_many = _unlocked_compare_and_swap_many  # type: ignore[method-assign]
 remote.RemoteStore.compare_and_swap_many = _forced_push  # type: ignore[method-assign]
