@@ -10,6 +10,7 @@ zombie is ever taken for the process that was meant. Linux only: where
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import cache
 from pathlib import Path
@@ -132,3 +133,25 @@ def boot_id() -> str:
             return f.read().strip()
     except OSError:
         return "unknown"
+
+
+def name_process(name: bytes) -> None:
+    """Show this process as ``name`` in ``ps`` (best effort; Linux only): a long-lived
+    process of gitlease is found by people as what it is, not as ``python3``."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard one (at most 65,536): a keeper holds a
+    few descriptors for each claim it keeps (its log, pidfd, pipe, FIFO, repository)."""
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 16), hard))

@@ -32,7 +32,6 @@ import errno
 import fcntl
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -44,21 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from .._util import procs as _procs
-from .._util.procs import Proc
-from ..claims import engine as core
-from ..errors import GitleaseError, LostError, StoreError, UsageError
-from ..model.claim import remaining_ms
-from ..model.clock import Now, format_duration, rfc3339
-from ..receipts import receipt as receipts_mod
-from ..receipts.directory import LOG_SUFFIX, WAKE_SUFFIX, wake_path
-from ..receipts.receipt import ClaimRef, Receipt
-from ..state import keeperlink, keepers
-from ..state.keepers import Keeper
+from ..errors import GitleaseError, StoreError, UsageError
+from ..model.clock import Now, rfc3339
+from ..receipts.directory import wake_path
+from ..state import keeperlink
+from .keeping import Keeping, clock, drain, pipe, poke, wait_all
 
-#: Without a pidfd (old kernels), how often the watched process is looked at.
-POLL_SECONDS = 0.5
-#: Logs of receipts that are gone are deleted once they are this old.
-OLD_LOG_SECONDS = 86_400
 #: A new keeper waits this long for its first request before it ends, keeping nothing.
 FIRST_REQUEST_SECONDS = 30.0
 #: How long a keeper that finds its pidfile locked waits for the keeper ending there.
@@ -67,7 +57,6 @@ LOCK_WAIT_SECONDS = 10.0
 DROP_WAIT_SECONDS = 2.0
 #: The keeper's own log is started afresh beyond this size.
 KEEPER_LOG_MAX = 1 << 20
-_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
 
 
 class _Busy(Exception):
@@ -82,9 +71,9 @@ def serve_keeper() -> None:
     if os.fork() != 0:
         os._exit(0)
     os.umask(0o077)
-    _name_process(b"gitlease-keeper")
+    _procs.name_process(b"gitlease-keeper")
     try:
-        keeper = _Keeper(_paths(boot))
+        keeper = KeeperServer(keeperlink.paths_in(Path(boot["folder"]), str(boot["key"])))
     except _Busy:
         _say({"busy": True})
         os._exit(0)
@@ -104,66 +93,17 @@ def serve_keeper() -> None:
         os._exit(0)
 
 
-def _paths(boot: dict[str, Any]) -> keeperlink.Paths:
-    folder, key = Path(boot["folder"]), str(boot["key"])
-    return keeperlink.Paths(
-        folder,
-        key,
-        folder / f"keeper-{key}.sock",
-        folder / f"keeper-{key}.pid",
-        folder / f"keeper-{key}.lock",
-        folder / f"keeper-{key}.log",
-    )
-
-
 def _say(doc: dict[str, Any]) -> None:
     data = (json.dumps(doc) + "\n").encode("utf-8")
     with contextlib.suppress(OSError):
         os.write(1, data)
 
 
-def _name_process(name: bytes) -> None:
-    """Show the process as ``gitlease-keeper`` in ``ps`` (best effort; Linux only)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
-
-def _clock() -> float:
-    """Seconds on the boot clock, which counts suspend, like claims' expiry."""
-    return time.clock_gettime(_CLOCK)
-
-
-def _pipe() -> tuple[int, int]:
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    return r, w
-
-
-def _poke(fd: int, what: bytes) -> None:
-    with contextlib.suppress(OSError):  # (full: it will be read anyway)
-        os.write(fd, what)
-
-
-def _drain(fd: int) -> bytes:
-    """Everything there is to read from the non-blocking ``fd`` now."""
-    out = b""
-    with contextlib.suppress(OSError):
-        while True:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            out += chunk
-    return out
-
-
 # ------------------------------------------------------------------ the keeper
 
 
-class _Keeper:
-    """The process: its socket, its claims (one :class:`_Keeping` thread each), the FIFOs a
+class KeeperServer:
+    """The process: its socket, its claims (one :class:`Keeping` thread each), the FIFOs a
     heartbeat pokes, and the rule that it ends when it keeps nothing."""
 
     def __init__(self, where: keeperlink.Paths) -> None:
@@ -173,20 +113,20 @@ class _Keeper:
         self.start_time = me.start if me else 0
         self.log_fd: int | None = None
         self.lock = threading.Lock()
-        self.keepings: set[_Keeping] = set()
+        self.keepings: set[Keeping] = set()
         self.connections = 0
         self.served = False
         self.stopping = False
         #: receipt FIFO path -> [read fd, write fd of our own, the keepings it wakes]
-        self.fifos: dict[Path, tuple[int, int, set[_Keeping]]] = {}
+        self.fifos: dict[Path, tuple[int, int, set[Keeping]]] = {}
         self.closing: list[int] = []
-        self.control_r, self.control_w = _pipe()
-        self.signal_r, self.signal_w = _pipe()
+        self.control_r, self.control_w = pipe()
+        self.signal_r, self.signal_w = pipe()
         signal.set_wakeup_fd(self.signal_w)
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        _raise_open_files_limit()
+        _procs.raise_open_files_limit()
         self.listener = self._listen()
 
     # ---------------------------------------------------------------- start and end
@@ -268,7 +208,7 @@ class _Keeper:
     # ---------------------------------------------------------------- the loop
 
     def run(self) -> None:
-        first_by = _clock() + FIRST_REQUEST_SECONDS
+        first_by = clock() + FIRST_REQUEST_SECONDS
         while True:
             if self.stopping:
                 self._stop_all("told to stop (by a signal); the claim is left to expire")
@@ -278,7 +218,7 @@ class _Keeper:
                 idle = not self.keepings and self.connections == 0
                 self._close_deferred()
                 fifos = {r: path for path, (r, _, _) in self.fifos.items()}
-            if idle and (self.served or _clock() >= first_by):
+            if idle and (self.served or clock() >= first_by):
                 if not self._accept():  # a caller that connected just now is served first
                     self._end()
                     return
@@ -286,14 +226,14 @@ class _Keeper:
             poller = select.poll()
             for fd in (self.listener.fileno(), self.control_r, self.signal_r, *fifos):
                 poller.register(fd, select.POLLIN)
-            timeout = None if not idle else max(1, int((first_by - _clock()) * 1000) + 1)
+            timeout = None if not idle else max(1, int((first_by - clock()) * 1000) + 1)
             for fd, _ in poller.poll(timeout):
                 if fd == self.listener.fileno():
                     self._accept()
                 elif fd in fifos:
                     self._woken(fifos[fd], fd)
                 else:
-                    _drain(fd)
+                    drain(fd)
 
     def _accept(self) -> bool:
         """Serve every caller waiting on the socket, each in a thread; whether there was one."""
@@ -318,7 +258,7 @@ class _Keeper:
 
     def _woken(self, path: Path, fd: int) -> None:
         """A heartbeat changed a TTL: every claim of that receipt renews now."""
-        if not _drain(fd):
+        if not drain(fd):
             return
         with self.lock:
             subs = list(self.fifos.get(path, (0, 0, set()))[2])
@@ -338,16 +278,16 @@ class _Keeper:
             every = list(self.keepings)
         for keeping in every:
             keeping.stop(reason)
-        _wait_all(every)
+        wait_all(every, DROP_WAIT_SECONDS)
 
     def changed(self) -> None:
         """Tell the main loop to look again (a claim ended, a FIFO came or went)."""
-        _poke(self.control_w, b"c")
+        poke(self.control_w, b"c")
 
     # ---------------------------------------------------------------- requests
 
     def _serve(self, conn: socket.socket) -> None:
-        keeping: _Keeping | None = None
+        keeping: Keeping | None = None
         try:
             try:
                 answer, keeping = self._answer(conn)
@@ -365,8 +305,8 @@ class _Keeper:
         if keeping is not None:
             keeping.run()
 
-    def _answer(self, conn: socket.socket) -> tuple[dict[str, Any], _Keeping | None]:
-        doc = _read_request(conn)
+    def _answer(self, conn: socket.socket) -> tuple[dict[str, Any], Keeping | None]:
+        doc = keeperlink.read_request(conn)
         if doc is None:
             return {"error": _error(UsageError("no request, or not one line of JSON"))}, None
         if doc.get("v") != keeperlink.PROTOCOL:
@@ -374,7 +314,7 @@ class _Keeper:
         op = doc.get("op")
         if op == "keep":
             try:
-                keeping = _Keeping(self, doc["spec"])
+                keeping = Keeping(self, doc["spec"])
             except GitleaseError as exc:
                 return {"error": _error(exc)}, None
             except (KeyError, TypeError, ValueError) as exc:
@@ -401,14 +341,14 @@ class _Keeper:
             ]
         for keeping in found:
             keeping.stop("told to stop (by `release`)")
-        _wait_all(found)
+        wait_all(found, DROP_WAIT_SECONDS)
         with self.lock:
             ending = not self.keepings and self.connections <= 1
         return {"dropped": len(found), "pid": os.getpid(), "ending": ending}
 
     # ---------------------------------------------------------------- FIFOs
 
-    def subscribe(self, receipt_path: Path, keeping: _Keeping) -> Path | None:
+    def subscribe(self, receipt_path: Path, keeping: Keeping) -> Path | None:
         """Listen on the FIFO of ``receipt_path`` for ``keeping`` (one FIFO per receipt,
         shared by the claims kept from it); its path, or None where none can be made (the
         claim then keeps its cadence until its next renewal)."""
@@ -429,7 +369,7 @@ class _Keeper:
         self.changed()
         return path
 
-    def unsubscribe(self, path: Path, keeping: _Keeping) -> None:
+    def unsubscribe(self, path: Path, keeping: Keeping) -> None:
         with self.lock:
             found = self.fifos.get(path)
             if found is None:
@@ -444,317 +384,8 @@ class _Keeper:
         self.changed()
 
 
-def _wait_all(keepings: list[_Keeping]) -> None:
-    """Wait for the threads of ``keepings`` to end, :data:`DROP_WAIT_SECONDS` in all (one
-    in a renewal that hangs on a remote ends when the claim has run out)."""
-    deadline = time.monotonic() + DROP_WAIT_SECONDS
-    for keeping in keepings:
-        keeping.thread_done.wait(max(0.0, deadline - time.monotonic()))
-
-
-def _raise_open_files_limit() -> None:
-    """Each kept claim holds a few descriptors (its log, pidfd, pipe, FIFO, repository)."""
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 16), hard))
-
-
-def _read_request(conn: socket.socket) -> dict[str, Any] | None:
-    conn.settimeout(keeperlink.ANSWER_SECONDS)
-    data = b""
-    try:
-        while b"\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            data += chunk
-            if len(data) > keeperlink.MAX_MESSAGE:
-                return None
-    except OSError:
-        return None
-    try:
-        doc = json.loads(data.partition(b"\n")[0])
-    except ValueError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _error(exc: GitleaseError) -> dict[str, Any]:
     return {"code": exc.code, "exit": exc.exit_code, "message": exc.message}
 
 
 # ------------------------------------------------------------------ one kept claim
-
-
-class _Keeping:
-    """One kept claim (or bundle) in the keeper: its store, receipt, claims, watched
-    process, ``--max`` and log, renewed by a thread of its own."""
-
-    def __init__(self, keeper: _Keeper, spec: dict[str, Any]) -> None:
-        from ..store.location import open_store
-
-        self.owner = keeper
-        self.resources: list[str] = list(spec["resources"])
-        self.claim_ids: list[str] = list(spec["claim_ids"])
-        self.receipt_path = Path(spec["receipt"])
-        self.log_fd = _open_log(Path(spec["log"]))
-        self.thread_done = threading.Event()
-        self.stopping: str | None = None
-        self.notify_r, self.notify_w = _pipe()
-        self.fds_lock = threading.Lock()  # (another thread may notify as this one ends)
-        self.closed = False
-        self.pidfd: int | None = None
-        self.wake_path: Path | None = None
-        try:
-            watch = spec["watch"]
-            self.watched = Proc(int(watch["pid"]), int(watch["start"]), 0, "?", str(watch["name"]))
-            self.limit_ms = int(spec["max_ms"])
-            self.store = open_store(spec["store"], remote=spec["remote"])
-            self.pidfd = self._open_pidfd()
-            rec, refs = self._claim_refs()
-            self.claims_now = core.check_claims(self.store, rec, refs, 0)
-            now = Now.read()
-            self.deadline = _clock() + self.limit_ms / 1000
-            self.keeper = Keeper(
-                pid=os.getpid(),
-                start=keeper.start_time,
-                boot=_procs.boot_id(),
-                claims=tuple((c.resource, c.ref, c.claim_id) for c in refs),
-                bundle_id=spec["bundle_id"],
-                watched_pid=self.watched.pid,
-                watched_start=self.watched.start,
-                watched_name=self.watched.name,
-                started_at=rfc3339(now.wall_ms),
-                until=rfc3339(now.wall_ms + self.limit_ms),
-                log=spec["log"],
-                socket=str(keeper.where.socket),
-            )
-            with keeper.lock:  # (before it is registered: a drop finds it from then on)
-                keeper.keepings.add(self)
-            keepers.register(self.store.git_dir, self.keeper)
-        except BaseException:
-            with keeper.lock:
-                keeper.keepings.discard(self)
-            self._close()
-            raise
-        self.wake_path = keeper.subscribe(self.receipt_path, self)
-        self.log(
-            f"started: keeping {', '.join(self.resources)} alive while pid {self.watched.pid} "
-            f"({self.watched.name}) lives, for {format_duration(self.limit_ms)} at most"
-        )
-        _tidy_logs(self.receipt_path.parent)
-
-    def claims(self) -> tuple[tuple[str, str, str], ...]:
-        return self.keeper.claims
-
-    def notify(self, what: bytes) -> None:
-        """Wake the thread (``w``: renew now; ``s``: look at :attr:`stopping`)."""
-        with self.fds_lock:
-            if not self.closed:
-                _poke(self.notify_w, what)
-
-    def _close(self) -> None:
-        with self.fds_lock:
-            self.closed = True
-            for fd in (self.log_fd, self.notify_r, self.notify_w, self.pidfd):
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-
-    def stop(self, reason: str) -> None:
-        """Stop at once (from another thread): ``reason`` goes to the log."""
-        if self.stopping is None:
-            self.stopping = reason
-        self.notify(b"s")
-
-    def _open_pidfd(self) -> int | None:
-        """A pidfd of the watched process (poll wakes when it ends), None where there is none;
-        USAGE if it has already ended."""
-        fd: int | None
-        try:
-            fd = os.pidfd_open(self.watched.pid)
-            os.set_inheritable(fd, False)
-        except (OSError, AttributeError):
-            fd = None
-        if not _procs.alive(self.watched.pid, self.watched.start):  # after the open: same one
-            if fd is not None:
-                os.close(fd)
-            raise UsageError(f"process {self.watched.pid} ({self.watched.name}) has ended")
-        return fd
-
-    def _claim_refs(self) -> tuple[Receipt, list[ClaimRef]]:
-        """The receipt as it is now, and its claims kept here; LOST once it no longer
-        proves them (released: no token; replaced: another claim id; gone)."""
-        rec = receipts_mod.read(self.receipt_path)
-        refs = []
-        for resource_name, claim_id in zip(self.resources, self.claim_ids, strict=True):
-            ref = rec.claim_for(resource_name)
-            if ref is None or ref.claim_id != claim_id:
-                raise LostError(f"receipt {rec.path} no longer holds claim {claim_id}")
-            refs.append(ref)
-        if rec.token is None:
-            raise LostError(f"receipt {rec.path} has no token: the claim was released")
-        return rec, refs
-
-    def log(self, message: str) -> None:
-        line = f"{rfc3339(Now.read().wall_ms)} pid {os.getpid()}: {message}\n"
-        with contextlib.suppress(OSError):
-            os.write(self.log_fd, line.encode("utf-8", "replace"))
-
-    def run(self) -> None:
-        try:
-            reason = self._keep()
-        except Exception:
-            reason = "an unexpected error:\n" + traceback.format_exc()
-        self.log(f"stopped: {reason}")
-        try:
-            keepers.unregister(self.store.git_dir, self.keeper.pid, self.keeper.start,
-                               claims=self.keeper.claims)  # fmt: skip
-        except GitleaseError as exc:
-            self.log(f"could not leave the registry: {exc}")
-        if self.wake_path is not None:
-            self.owner.unsubscribe(self.wake_path, self)
-        with self.owner.lock:
-            self.owner.keepings.discard(self)
-        self._close()
-        self.thread_done.set()
-        self.owner.changed()
-
-    def _left_ms(self) -> int:
-        now = Now.read()
-        return min(remaining_ms(c.record, now) for c in self.claims_now if c.record is not None)
-
-    def _keep(self) -> str:
-        """Renew until a reason to stop; that reason."""
-        ttl_ms = min(c.record.ttl_ms for c in self.claims_now if c.record is not None)
-        # the first renewal once a third of the TTL has gone (at once if more has)
-        due = _clock() + max(0, self._left_ms() - 2 * ttl_ms // 3) / 1000
-        failures = 0
-        while True:
-            why = self._wait(due)
-            if why is not None:
-                return why
-            try:
-                rec, refs = self._claim_refs()
-                left = self._left_ms()
-                # a remote that does not answer must not outlast the claim it renews
-                with self.store.within(max(left, 100) / 1000):
-                    # one compare-and-swap against the record read, under the guards
-                    self.claims_now = core.renew_claims(self.store, rec, refs, None)
-                ttl_ms = min(c.record.ttl_ms for c in self.claims_now if c.record is not None)
-                self.log(f"renewed: {format_duration(self._left_ms())} left")
-            except LostError as exc:
-                if not self._drop_released(exc):
-                    return f"LOST: {exc}"
-                due = _clock()  # the others: renewed at once
-                continue
-            except GitleaseError as exc:
-                if self._left_ms() <= 0:
-                    return f"the claim expired while renewing failed ({exc.code}: {exc})"
-                retry = _retry_seconds(failures, self._left_ms(), ttl_ms)
-                failures += 1
-                self.log(
-                    f"renewal failed, retrying in {format_duration(int(retry * 1000))} "
-                    f"({exc.code}: {exc})"
-                )
-                due = _clock() + retry
-                continue
-            failures = 0
-            due = _clock() + ttl_ms / 3000
-
-    def _drop_released(self, error: LostError) -> bool:
-        """Whether ``error`` says one of several kept claims was released (a bundle member
-        released on its own): it is no longer kept, and the others still are."""
-        doc = error.claim or {}
-        if len(self.resources) < 2 or doc.get("state") != "released":
-            return False
-        try:
-            i = self.resources.index(str(doc.get("resource")))
-        except ValueError:
-            return False
-        if self.claim_ids[i] != doc.get("claim_id"):
-            return False
-        dropped = self.claim_ids[i]
-        del self.resources[i], self.claim_ids[i]
-        kept = self.keeper.replace(claims=tuple(c for c in self.keeper.claims if c[2] != dropped))
-        with contextlib.suppress(GitleaseError):  # (the registry says what is kept now)
-            keepers.replace(self.store.git_dir, self.keeper, kept)
-        self.keeper = kept
-        self.log(f"{doc['resource']} was released: keeping {', '.join(self.resources)}")
-        return True
-
-    def _wait(self, due: float) -> str | None:
-        """Sleep until ``due``; why to stop instead (told to, the watched process ended,
-        --max reached), or None."""
-        poller = select.poll()
-        poller.register(self.notify_r, select.POLLIN)
-        if self.pidfd is not None:
-            poller.register(self.pidfd, select.POLLIN)
-        while True:
-            if self.stopping is not None or self.owner.stopping:
-                return self.stopping or "told to stop (by a signal); the claim is left to expire"
-            if not _procs.alive(self.watched.pid, self.watched.start):
-                return (
-                    f"the watched process {self.watched.pid} ({self.watched.name}) ended; "
-                    "the claim is left to expire"
-                )
-            now = _clock()
-            if now >= self.deadline:
-                return (
-                    f"--max ({format_duration(self.limit_ms)}) reached; the claim is left to expire"
-                )
-            if now >= due:
-                return None
-            timeout = min(due, self.deadline) - now
-            if self.pidfd is None:
-                timeout = min(timeout, POLL_SECONDS)
-            poller.poll(max(1, int(timeout * 1000) + 1))
-            got = _drain(self.notify_r)
-            if b"w" in got and b"s" not in got:
-                self.log("woken: the claim's TTL changed; renewing now")
-                return None  # a heartbeat changed the TTL: renew now, then at its cadence
-
-
-def _retry_seconds(failures: int, left_ms: int, ttl_ms: int) -> float:
-    """When to try a failed renewal again: soon (half a second, doubling with each failure
-    in a row), but within a quarter of what the claim has left, so that several tries fit
-    before it runs out (two short network flaps must not cost a claim), and never later
-    than the usual third of a TTL. At least 50 ms: not a busy loop."""
-    backoff: float = 0.5 * float(2 ** min(failures, 10))
-    return max(0.05, min(backoff, left_ms / 4000, ttl_ms / 3000))
-
-
-def _open_log(path: Path) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-        os.fchmod(fd, 0o600)
-    except OSError as exc:
-        raise StoreError(f"cannot open the keepalive log {path}: {exc.strerror}") from None
-    return fd
-
-
-def _tidy_logs(directory: Path) -> None:
-    """Delete keepalive logs a day old whose receipt is gone (receipts are tidied; their
-    logs would otherwise stay, one per kept claim, forever)."""
-    cutoff = time.time() - OLD_LOG_SECONDS
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name.endswith(WAKE_SUFFIX):  # the FIFO of a keeper killed with kill -9
-            pid = entry.name.removesuffix(WAKE_SUFFIX).rsplit(".", 1)[-1]
-            if pid.isascii() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
-            continue
-        if not entry.name.endswith(LOG_SUFFIX):
-            continue
-        stem = entry.name.removesuffix(LOG_SUFFIX)
-        if (directory / (stem + ".json")).exists() or (directory / stem).exists():
-            continue
-        with contextlib.suppress(OSError):
-            if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                os.unlink(entry.path)

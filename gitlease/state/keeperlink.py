@@ -124,11 +124,10 @@ def _is_private(path: Path, *, strict: bool) -> bool:
     return not strict or st.st_mode & 0o077 == 0
 
 
-def paths(env: dict[str, str]) -> Paths:
-    """The keeper files for callers with ``env`` (the folder made if need be)."""
-    where = folder()
-    k = key(env)
-    out = Paths(
+def paths_in(where: Path, k: str) -> Paths:
+    """The keeper files of key ``k`` in ``where``: named once, for the callers and for the
+    keeper, which is given the folder and the key."""
+    return Paths(
         where,
         k,
         where / f"keeper-{k}.sock",
@@ -136,6 +135,11 @@ def paths(env: dict[str, str]) -> Paths:
         where / f"keeper-{k}.lock",
         where / f"keeper-{k}.log",
     )
+
+
+def paths(env: dict[str, str]) -> Paths:
+    """The keeper files for callers with ``env`` (the folder made if need be)."""
+    out = paths_in(folder(), key(env))
     if len(os.fsencode(out.socket)) > _UNIX_PATH_MAX:
         raise StoreError(
             f"the keepalive socket's path {out.socket} is too long for a Unix socket: set "
@@ -196,6 +200,23 @@ def request(
         return doc
     finally:
         sock.close()
+
+
+def read_request(conn: socket.socket) -> dict[str, Any] | None:
+    """The keeper's side of :func:`request`: one line of JSON naming an object, or None for
+    anything else (a client that hung up, stalled for :data:`ANSWER_SECONDS`, sent more than
+    :data:`MAX_MESSAGE` bytes or no object), which the keeper answers as a bad request."""
+    try:
+        line = _read_line(conn, time.monotonic() + ANSWER_SECONDS)
+    except (OSError, StoreError):
+        return None
+    if line is None:
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _read_line(sock: socket.socket, deadline: float) -> bytes | None:
