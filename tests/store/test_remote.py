@@ -358,17 +358,31 @@ def _history_on_two_hosts(
 
 @pytest.mark.slow
 def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> None:
-    def enough(_server: Path, log: Path) -> Callable[[harness.Stats], bool]:
-        return harness.enough(log, kills=12, pauses=6, gcs=6, ok=40)
+    from gitlease.api.reads import log as records
+    from gitlease.store.location import open_store
+
+    def enough(server: Path, log: Path) -> Callable[[harness.Stats], bool]:
+        counted = harness.enough(log, kills=12, pauses=6, gcs=6, ok=40)
+
+        def passed_between_hosts() -> bool:  # every resource's history shows both boot ids
+            from gitlease.errors import GitleaseError
+
+            try:
+                store = open_store(server, remote="")
+                return all(
+                    len({c.record.boot_id for c in records(store, f"res/{i}")}) == 2
+                    for i in range(4)
+                )
+            except GitleaseError:  # (read while the clients write: ask again next time)
+                return False
+
+        return lambda stats: counted(stats) and passed_between_hosts()
 
     stats, server = _history_on_two_hosts(tmp_path, enough, clients=8, resources=4)
     assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
     assert stats.ok > 40, "the clients made progress"
-    from gitlease.api.reads import log
-    from gitlease.store.location import open_store
-
     for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
-        boots = {c.record.boot_id for c in log(open_store(server, remote=""), resource)}
+        boots = {c.record.boot_id for c in records(open_store(server, remote=""), resource)}
         assert len(boots) == 2, (resource, boots)
     for op in harness.OPERATIONS:
         assert stats.by_op[op] > 0, op
