@@ -1,5 +1,5 @@
-"""Reading claims without owning them: show, list, free, and log (a resource's history, read
-in :mod:`gitlease.api.history` and named here too, with the other reads).
+"""Reading claims without owning them: show, list and free (a resource's history, ``log``,
+is read in :mod:`gitlease.api.history`).
 
 Reads never take a guard and never write, except that a remote store fetches
 first (:meth:`~gitlease.store.base.Store.refresh`), and that they remember the
@@ -27,9 +27,6 @@ from ..state import guards, highwater, keepers
 from ..state import verified_records as verified
 from ..state.waitqueue import waiting_for
 from ..store.base import Store
-from .history import History as History
-from .history import history as history
-from .history import log as log
 
 
 def show(store: Store, resource: str) -> Claim:

@@ -117,7 +117,7 @@ KILLS = 12
 @pytest.mark.slow
 def test_kill_minus_nine_during_bundle_acquires(repo: Path, monkeypatch) -> None:
     from gitlease.api import bundle
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     script = (

@@ -133,7 +133,7 @@ def test_ten_waiters_in_a_hot_loop_are_served_in_turn(repo: Path) -> None:
                 p.kill()
     assert set(codes) == {0}, f"a wait ran out: {codes.count(3)} times"
 
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     chain = log(open_store(cwd=repo), R)
@@ -305,7 +305,7 @@ def test_waiters_killed_at_random_instants_never_make_two_holders_or_wedge(cli, 
     procs = {i: CTX.Process(target=_chaos_client, args=(str(repo), i)) for i in range(5)}
     for p in procs.values():
         p.start()
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     def claims() -> int:

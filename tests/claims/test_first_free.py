@@ -272,7 +272,7 @@ def _race(repo: Path, candidates: list[str], racers: int, rounds: int) -> dict[i
 
 def _check_history(repo: Path, candidates: list[str]) -> int:
     """Per candidate, no two holders at once; per racer, never two claims at once."""
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     store = open_store(cwd=repo)

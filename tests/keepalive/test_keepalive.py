@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import TESTING, clock_ahead, git, run_cli, wait_for, wait_renewed
 from hosts import HOST_B_ENV, make_host, make_server
-from keeping import TTL, assert_lapses, gone, keep, show
+from keeping import TTL, assert_lapses, gone, keep, kill_strays, show
 from keeping import alive as _alive
 from keeping import registered as _registered
 
@@ -33,10 +33,7 @@ from gitlease.model.clock import parse_rfc3339
 def no_stray_keepalive(repo: Path) -> Iterator[None]:
     """Whatever a test leaves running is killed: a keepalive watching pytest would live on."""
     yield
-    for entry in _registered(repo):
-        proc = _procs.inspect(entry["pid"])
-        if proc is not None and proc.start == entry["start"]:
-            os.kill(entry["pid"], signal.SIGKILL)
+    kill_strays(repo)
 
 
 @pytest.fixture

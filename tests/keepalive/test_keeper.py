@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_for
 from keeping import alive as _alive
-from keeping import assert_lapses, keep, lapses, show
+from keeping import assert_lapses, keep, kill_strays, lapses, show
 from keeping import registered as _registered
 
 from gitlease._util import procs as _procs
@@ -33,10 +33,7 @@ from gitlease.state import keeperlink
 def no_stray_keeper(repo: Path) -> Iterator[None]:
     """Whatever a test leaves running is killed: a keeper watching pytest would live on."""
     yield
-    for entry in _registered(repo):
-        proc = _procs.inspect(entry["pid"])
-        if proc is not None and proc.start == entry["start"]:
-            os.kill(entry["pid"], signal.SIGKILL)
+    kill_strays(repo)
 
 
 @pytest.fixture

@@ -225,7 +225,7 @@ def _race(hosts, resources: list[str]) -> dict[str, list[int]]:
 
 
 def _revisions_at_the_remote(server: Path, resource: str) -> list[int]:
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     return [c.record.revision for c in log(open_store(server, remote=""), resource)]
@@ -358,7 +358,7 @@ def _history_on_two_hosts(
 
 @pytest.mark.slow
 def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> None:
-    from gitlease.api.reads import log as records
+    from gitlease.api.history import log as records
     from gitlease.store.location import open_store
 
     def enough(server: Path, log: Path) -> Callable[[harness.Stats], bool]:

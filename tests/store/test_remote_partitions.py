@@ -43,7 +43,7 @@ def _refs(server: Path) -> dict[str, str]:
 
 
 def _revisions(server: Path, resource: str) -> list[int]:
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     return [c.record.revision for c in log(open_store(server, remote=""), resource)]

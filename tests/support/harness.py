@@ -255,7 +255,7 @@ def check(
     """
     import history
 
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     # the clients' logs before the records: read during a run (:func:`caught`), every

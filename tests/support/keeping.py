@@ -77,3 +77,15 @@ def keep(cli, resource: str, pid: int, *more: str, ttl: float = TTL):
         assert kept.code == 0, kept
         return got.json, kept.json
     raise AssertionError(f"no keepalive began within a {ttl:g} s TTL in 20 tries")
+
+
+def kill_strays(repo: Path) -> None:
+    """Kill every keepalive process the store's registry still names (with its start time,
+    so a reused pid is left alone): one a test leaves watching pytest would live on."""
+    import os
+    import signal
+
+    for entry in registered(repo):
+        proc = _procs.inspect(entry["pid"])
+        if proc is not None and proc.start == entry["start"]:
+            os.kill(entry["pid"], signal.SIGKILL)

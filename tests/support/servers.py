@@ -41,6 +41,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REQUIRE_ENV = "GITLEASE_REQUIRE_SERVERS"
 GITOLITE_SHELL = Path("/usr/share/gitolite3/gitolite-shell")
 #: boot id, boot clock offset of each simulated host after the first (the first is this machine)
@@ -778,3 +780,28 @@ def started(server) -> Iterator:
         yield server
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------ fixtures, once per module
+# A test module that needs a server imports its fixture (``from servers import
+# sshd_fixture``) and asks for it as ``sshd``: pytest then starts it once for that module.
+
+
+@pytest.fixture(scope="module", name="sshd")
+def sshd_fixture(tmp_path_factory):
+    """An ``sshd`` on 127.0.0.1, started once per module that uses it."""
+    with started(Sshd(tmp_path_factory.mktemp("sshd"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", name="lighttpd")
+def lighttpd_fixture(tmp_path_factory):
+    """A lighttpd serving smart HTTP on 127.0.0.1, started once per module."""
+    with started(Lighttpd(tmp_path_factory.mktemp("lighttpd"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", name="gitolite")
+def gitolite_fixture(sshd, tmp_path_factory):
+    """gitolite3 behind the module's ``sshd``."""
+    yield Gitolite(tmp_path_factory.mktemp("gitolite"), sshd).start()

@@ -14,8 +14,8 @@ import pytest
 from conftest import ROOT, SUPPORT
 from history import assert_no_two_holders
 
+from gitlease.api.history import log
 from gitlease.api.lease import acquire
-from gitlease.api.reads import log
 from gitlease.store.location import open_store
 
 TTL_S = 1.0

@@ -12,7 +12,7 @@ ROUNDS = 20
 
 
 def _holders(repo: Path, resource: str) -> list[dict]:
-    from gitlease.api.reads import log
+    from gitlease.api.history import log
     from gitlease.store.location import open_store
 
     return [c.to_dict() for c in log(open_store(cwd=repo), resource)]

@@ -32,31 +32,16 @@ from servers import (
     bare_repo,
     clone_host,
     eventually,
+    gitolite_fixture,  # noqa: F401 (a pytest fixture)
     host_env,
-    started,
+    lighttpd_fixture,  # noqa: F401 (a pytest fixture)
+    sshd_fixture,  # noqa: F401 (a pytest fixture)
 )
 
 _names = itertools.count()
 
 
 # ------------------------------------------------------------------ servers, once per module
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    with started(Sshd(tmp_path_factory.mktemp("sshd"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def lighttpd(tmp_path_factory):
-    with started(Lighttpd(tmp_path_factory.mktemp("lighttpd"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gitolite(sshd, tmp_path_factory):
-    yield Gitolite(tmp_path_factory.mktemp("gitolite"), sshd).start()
 
 
 class Transport:

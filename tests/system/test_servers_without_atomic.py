@@ -16,26 +16,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from servers import Gitolite, Host, Lighttpd, Sshd, bare_repo, clone_host, host_env, started
+from servers import (
+    Gitolite,
+    Host,
+    Lighttpd,
+    Sshd,
+    bare_repo,
+    clone_host,
+    gitolite_fixture,  # noqa: F401 (a pytest fixture)
+    host_env,
+    lighttpd_fixture,  # noqa: F401 (a pytest fixture)
+    sshd_fixture,  # noqa: F401 (a pytest fixture)
+)
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    with started(Sshd(tmp_path_factory.mktemp("sshd"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def lighttpd(tmp_path_factory):
-    with started(Lighttpd(tmp_path_factory.mktemp("lighttpd"))) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def gitolite(sshd, tmp_path_factory):
-    yield Gitolite(tmp_path_factory.mktemp("gitolite"), sshd).start()
 
 
 def _host(request, kind: str, tmp: Path) -> tuple[Host, Path]:
