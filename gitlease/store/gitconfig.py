@@ -25,6 +25,14 @@ when a file changed within the last two seconds before the call (a file system's
 clock could hide a second edit within one tick: git's own "racy" rule), when a value came
 from elsewhere than a file or the command line, when an include cannot be resolved, or
 when the caller says a value may be secret (it is never copied into a cache file).
+
+Within one process a read is also kept in memory, so that one command (a commit check
+asks for ``gitlease.requireClaim``, then locates the store, then reads
+``gitlease.trailers``) runs at most one ``git config`` whatever the cache file could
+keep. The memory entry is checked against the same file identities before each reuse; a
+read the cache file would refuse as racy is reused only within those two seconds, so a
+process that stays up (the MCP server, the keeper, the board) sees an edit made in the
+same clock tick as its read no later than a command started at that moment would.
 """
 
 from __future__ import annotations
@@ -81,21 +89,64 @@ def read(
     git_dir = Path(os.path.abspath(git_dir))
     git = _which_git()
     digest = _digest(git_dir, pattern, git)
+    held = _MEMORY.get(digest)
+    if held is not None and _still_valid(held, git_dir):
+        return [e for e in held.entries if keep(e)]
     path = cache_dir() / f"{digest}.json"
     cached = _lookup(path, digest, git_dir)
-    if cached is not None:
+    if cached is not None:  # (what ``keep`` kept when it was written: same caller, same key)
         return cached
     before = time.time_ns()
     entries = _run(git_dir, pattern, git_env())
     wanted = re.compile(pattern)
-    found = [e for e in entries if wanted.fullmatch(e[2]) and keep(e)]
-    if not any(secret(e) for e in found):
+    matching = [e for e in entries if wanted.fullmatch(e[2])]
+    found = [e for e in matching if keep(e)]
+    files = _files(git_dir, git, entries)
+    if files is None:
+        return found
+    idents = [(name, _ident(name)) for name in files]
+    onbranch = any(k.lower().startswith("includeif.onbranch:") for _, _, k, _ in entries)
+    branch = _branch_state(git_dir) if onbranch else None
+    racy = _racy(idents, before)
+    _MEMORY[digest] = _Held(idents, branch, matching, before if racy else None)
+    if not racy and not any(secret(e) for e in found):
         with suppress(OSError):  # a cache that cannot be written is no cache
-            _store(path, digest, git_dir, git, entries, found, before)
+            _store(path, digest, idents, branch, found)
     return found
 
 
 # ------------------------------------------------------------------ reading the cache
+
+
+class _Held:
+    """One read kept in this process's memory: what the cache file would hold, and, for a
+    read too recent to trust beyond its moment, when it was made."""
+
+    __slots__ = ("idents", "branch", "entries", "racy_ns")
+
+    def __init__(
+        self,
+        idents: list[tuple[str, Ident]],
+        branch: list[str | None] | None,
+        entries: list[Entry],
+        racy_ns: int | None,
+    ) -> None:
+        self.idents = idents
+        self.branch = branch
+        self.entries = entries
+        self.racy_ns = racy_ns
+
+
+#: This process's reads, by the same digest as the cache files.
+_MEMORY: dict[str, _Held] = {}
+
+
+def _still_valid(held: _Held, git_dir: Path) -> bool:
+    if held.racy_ns is not None and time.time_ns() - held.racy_ns >= int(RACY_SECONDS * 1e9):
+        return False
+    if any(_ident(name) != ident for name, ident in held.idents):
+        return False
+    return held.branch is None or _branch_state(git_dir) == held.branch
 
 
 def _lookup(path: Path, digest: str, git_dir: Path) -> list[Entry] | None:
@@ -163,31 +214,23 @@ def _run(git_dir: Path, pattern: str, env: dict[str, str]) -> list[Entry]:
 # ------------------------------------------------------------------ writing the cache
 
 
+def _racy(idents: list[tuple[str, Ident]], before_ns: int) -> bool:
+    """A file changed too recently (or unreadable) to be told apart from a next edit."""
+    racy = before_ns - int(RACY_SECONDS * 1e9)
+    return any(
+        ident is not None and (len(ident) < 6 or max(ident[3], ident[4]) >= racy)
+        for _, ident in idents
+    )
+
+
 def _store(
     path: Path,
     digest: str,
-    git_dir: Path,
-    git: str | None,
-    entries: list[Entry],
+    idents: list[tuple[str, Ident]],
+    branch: list[str | None] | None,
     found: list[Entry],
-    before_ns: int,
 ) -> None:
-    files = _files(git_dir, git, entries)
-    if files is None:
-        return
-    idents = [(name, _ident(name)) for name in files]
-    racy = before_ns - int(RACY_SECONDS * 1e9)
-    for _, ident in idents:
-        if ident is not None and (len(ident) < 6 or max(ident[3], ident[4]) >= racy):
-            return  # changed too recently (or unreadable) to be told apart from a next edit
-    onbranch = any(k.lower().startswith("includeif.onbranch:") for _, _, k, _ in entries)
-    doc = {
-        "v": _VERSION,
-        "digest": digest,
-        "files": idents,
-        "branch": _branch_state(git_dir) if onbranch else None,
-        "entries": found,
-    }
+    doc = {"v": _VERSION, "digest": digest, "files": idents, "branch": branch, "entries": found}
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     atomic_write(path, json.dumps(doc).encode("utf-8"), durable=False, mode=0o600)
 

@@ -144,3 +144,32 @@ def test_a_credential_is_never_written_to_the_cache(repo, counted) -> None:
     before = _config_calls(log)
     _where(repo, env)
     assert _config_calls(log) == before + 1  # read afresh every time instead
+
+
+def test_one_process_reads_once_and_still_sees_an_edit(repo, counted, monkeypatch) -> None:
+    """Within one process a read is reused from memory while every file it depends on is
+    unchanged, a read too recent for the cache file only within git's racy window, and an
+    edit is seen by the next read (the MCP server and the keeper stay up for hours)."""
+    env, log = counted
+    monkeypatch.setenv("PATH", env["PATH"])
+    git_dir = repo / ".git"
+    pattern = r"gitlease\..*"
+
+    def keys() -> list[str]:
+        return [key for _, _, key, _ in gitconfig.read(git_dir, pattern)]
+
+    git("config", "gitlease.trailers", "true", cwd=repo)  # (just written: a racy read)
+    assert keys() == ["gitlease.trailers"]
+    calls = _config_calls(log)
+    assert keys() == ["gitlease.trailers"]
+    assert _config_calls(log) == calls  # from this process's memory, though not cacheable
+    git("config", "gitlease.requireClaim", "true", cwd=repo)  # (lock file, rename: new inode)
+    calls = _config_calls(log)
+    assert keys() == ["gitlease.trailers", "gitlease.requireclaim"]
+    assert _config_calls(log) == calls + 1
+    # The racy window over, a read that could not be trusted to a file is made again.
+    now = gitconfig.time.time_ns()
+    later = now + int(gitconfig.RACY_SECONDS * 1e9)
+    monkeypatch.setattr(gitconfig.time, "time_ns", lambda: later)
+    assert keys() == ["gitlease.trailers", "gitlease.requireclaim"]
+    assert _config_calls(log) == calls + 2
