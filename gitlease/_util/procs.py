@@ -14,9 +14,13 @@ import contextlib
 import os
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .text import masked
 from .value import Value
+
+if TYPE_CHECKING:
+    from subprocess import Popen
 
 #: The shells an agent's commands run through, by the kernel's name for the process.
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh"})
@@ -155,3 +159,23 @@ def raise_open_files_limit() -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 16), hard))
+
+
+def start_detached(argv: list[str], env: dict[str, str], *, talk: bool = False) -> Popen[bytes]:
+    """Start a process that outlives its caller and acts for no terminal: its own session, in
+    ``/``, with no descriptor of the caller's but, with ``talk``, a pipe each way (a keeper
+    reads its start-up from stdin and says it is ready on stdout); stderr goes nowhere.
+    OSError if it cannot be started."""
+    import subprocess
+
+    pipe = subprocess.PIPE if talk else subprocess.DEVNULL
+    return subprocess.Popen(
+        argv,
+        stdin=pipe,
+        stdout=pipe,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+    )

@@ -32,17 +32,13 @@ class Stale(Value):
     ref: str
     claim_id: str
     receipt: str
-    why: str
-    dropped: bool
+    why: str  # what the commit hooks would say of it
+    dropped: bool  # unbound here: a newer claim on the resource replaced it
 
     def to_dict(self) -> dict[str, Any]:
-        """As ``warnings`` and ``bindings`` list it (docs/reference/json.md)."""
-        return {
-            "resource": self.resource,
-            "claim_id": self.claim_id,
-            "why": self.why,
-            "dropped": self.dropped,
-        }
+        """As ``warnings`` and ``bindings`` list it (docs/reference/json.md): neither the ref
+        nor the receipt's path, which are this worktree's business."""
+        return {name: getattr(self, name) for name in ("resource", "claim_id", "why", "dropped")}
 
     def message(self) -> str:
         """The line a command prints on stderr."""

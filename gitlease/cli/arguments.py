@@ -42,8 +42,11 @@ def resolve_resource(resource: str | None, key: str | None) -> str | None:
     return canonical_key(key, resource)
 
 
-def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options shared by ``acquire`` and ``bundle acquire``."""
+def acquire_options(
+    what: str, keepalive_help: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options shared by ``acquire`` and ``bundle acquire`` (``what`` is taken: "the
+    claim", "every claim"; ``--keepalive``'s help says which keepalive command it runs)."""
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(
@@ -79,6 +82,7 @@ def acquire_options(what: str) -> Callable[[Callable[..., Any]], Callable[..., A
                 click.option("--receipt", type=click.Path(), help="Where to write the receipt."),
                 click.option("--no-bind", is_flag=True, help="Do not bind this worktree."),
                 key_option,
+                click.option("--keepalive", is_flag=True, help=keepalive_help),
             ]
         ):
             f = option(f)

@@ -53,8 +53,7 @@ WHILE_PID_HELP = (
 
 @command(bundle, "acquire")
 @click.argument("resources", nargs=-1, required=True)
-@acquire_options("every claim")
-@click.option("--keepalive", is_flag=True, help=KEEPALIVE_HELP)
+@acquire_options("every claim", KEEPALIVE_HELP)
 def acquire(
     opts: Options,
     resources: tuple[str, ...],

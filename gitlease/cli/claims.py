@@ -73,8 +73,7 @@ KEEPALIVE_HELP = (
     help="Take exactly one claim: the first of the CANDIDATEs, in order, that can be acquired "
     "(`-`: one a line on stdin; with --key, provider references). Exit 3 (HELD) if none can.",
 )
-@acquire_options("the claim")
-@click.option("--keepalive", is_flag=True, help=KEEPALIVE_HELP)
+@acquire_options("the claim", KEEPALIVE_HELP)
 def acquire(
     opts: Options,
     resources: tuple[str, ...],

@@ -63,8 +63,8 @@ class Update(Value):
     """One line of pre-receive's input: ``old new ref``."""
 
     __slots__ = ("old", "new", "ref")
-    old: str
-    new: str
+    old: str  # the ref's object id before the push (all zeros: the push creates it)
+    new: str  # after it (all zeros: the push deletes it)
     ref: str
 
     @property

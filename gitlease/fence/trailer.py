@@ -31,7 +31,7 @@ class Trailer(Value):
     __slots__ = ("resource", "claim_id", "revision")
     resource: str
     claim_id: str
-    revision: int
+    revision: int  # the fencing token: the claim's revision when the commit was made
 
     @property
     def ref(self) -> str:

@@ -322,6 +322,19 @@ def parse_reflog(data: bytes) -> list[ReflogLine]:
     return lines
 
 
+def landed_ids(lines: list[ReflogLine], current: str | None) -> list[str]:
+    """The ids a ref pointed at, oldest first, from its reflog's lines: a line's write happened
+    when the next line (for the last, the ref's ``current`` id) starts from what it wrote.
+    libgit2 appends a line before it renames the lock into place, so a process killed in
+    between leaves a line the next one contradicts. Deletions are left out."""
+    landed = []
+    for i, line in enumerate(lines):
+        after = lines[i + 1].old if i + 1 < len(lines) else (current or "0" * len(line.new))
+        if line.new == after and line.new.strip("0"):
+            landed.append(line.new)
+    return landed
+
+
 def named_ids(lines: list[ReflogLine]) -> frozenset[str]:
     """Every record id a reflog still names (both ids of each line; not the zero id)."""
     return frozenset(o for line in lines for o in (line.old, line.new) if o.strip("0"))

@@ -10,6 +10,7 @@ asks here, so that the layout is written in one place. No pygit2, no click: the 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 #: The folder gitlease owns in every git directory it uses.
@@ -28,35 +29,30 @@ def ref_digest(ref: str) -> str:
     return hashlib.sha256(ref.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
 
+def _in_folder(*parts: str) -> Callable[[Path], Path]:
+    """The function that names one file or folder under a git directory's ``worklease/``."""
+
+    def path(git_dir: Path) -> Path:
+        return git_dir.joinpath(FOLDER, *parts)
+
+    return path
+
+
 # ---------------------------------------------------------------- the store's folder
 
-
-def guards_dir(git_dir: Path) -> Path:
-    return folder(git_dir) / "guards"
-
-
-def highwater_dir(git_dir: Path) -> Path:
-    return folder(git_dir) / "highwater"
-
-
-def floors_dir(git_dir: Path) -> Path:
-    return folder(git_dir) / "floors"
-
-
-def waiters_dir(git_dir: Path) -> Path:
-    return folder(git_dir) / "waiters"
-
-
-def sightings(git_dir: Path) -> Path:
-    return folder(git_dir) / "sightings"
-
-
-def keepalive_registry(git_dir: Path) -> Path:
-    return folder(git_dir) / "keepalive.json"
-
-
-def keepalive_lock(git_dir: Path) -> Path:
-    return folder(git_dir) / "keepalive.lock"
+guards_dir = _in_folder("guards")  # a lock file a resource, named by ref_digest
+highwater_dir = _in_folder("highwater")  # the highest revision each resource reached
+floors_dir = _in_folder("floors")  # the last revision of a resource whose ref was pruned
+waiters_dir = _in_folder("waiters")  # the wait queue: one file a waiting caller
+sightings = _in_folder("sightings")  # the boots and boot clocks this store has seen
+keepalive_registry = _in_folder("keepalive.json")  # which keeper keeps which claim
+keepalive_lock = _in_folder("keepalive.lock")  # taken while the registry changes
+prune_lock = _in_folder("prune.lock")  # one retention pass at a time
+last_prune = _in_folder("last-prune")  # when the daily pass last started
+mirror_lock = _in_folder("mirror.lock")  # a remote store's mirror, fetched by one at a time
+packed_refs_checked = _in_folder("packed-refs-checked")  # a packed-refs libgit2 can read
+scopes_index = _in_folder("scopes", "index")  # the live path scopes, for the commit check
+scopes_guard = _in_folder("scopes", "guard")  # taken while the index is rebuilt
 
 
 def verified_cache(git_dir: Path, uid: int) -> Path:
@@ -64,39 +60,10 @@ def verified_cache(git_dir: Path, uid: int) -> Path:
     return folder(git_dir) / f"verified-{uid}"
 
 
-def prune_lock(git_dir: Path) -> Path:
-    return folder(git_dir) / "prune.lock"
-
-
-def last_prune(git_dir: Path) -> Path:
-    return folder(git_dir) / "last-prune"
-
-
-def mirror_lock(git_dir: Path) -> Path:
-    return folder(git_dir) / "mirror.lock"
-
-
-def packed_refs_checked(git_dir: Path) -> Path:
-    return folder(git_dir) / "packed-refs-checked"
-
-
-def scopes_index(git_dir: Path) -> Path:
-    return folder(git_dir) / "scopes" / "index"
-
-
-def scopes_guard(git_dir: Path) -> Path:
-    return folder(git_dir) / "scopes" / "guard"
-
-
 # ---------------------------------------------------------------- a worktree's folder
 
-
-def receipts_dir(worktree_git_dir: Path) -> Path:
-    return folder(worktree_git_dir) / "receipts"
-
-
-def bindings_dir(worktree_git_dir: Path) -> Path:
-    return folder(worktree_git_dir) / "bindings"
+receipts_dir = _in_folder("receipts")  # the secrets that prove a claim is this worktree's
+bindings_dir = _in_folder("bindings")  # the claims the commit hooks check
 
 
 def is_worktree_file(path: Path) -> Path | None:

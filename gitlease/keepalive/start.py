@@ -269,16 +269,7 @@ def _spawn(boot: dict[str, str], env: dict[str, str], where: keeperlink.Paths) -
         where.key,
     ]
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd="/",
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = _procs.start_detached(argv, env, talk=True)
     except OSError as exc:
         raise StoreError(f"cannot start the keeper: {exc.strerror or exc}") from None
     try:

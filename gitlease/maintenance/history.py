@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import GitleaseError, StoreError
 from ..gitio.catfile import BatchReader
-from ..gitio.gitread import OID, ReflogLine, named_ids, parse_reflog
+from ..gitio.gitread import OID, ReflogLine, landed_ids, named_ids, parse_reflog
 from ..model.record import Record, parse
 from ..model.refname import PREFIX
 from ..store.base import Store
@@ -117,13 +117,7 @@ class Kept:
     def landed(self, current: str | None) -> list[str]:
         """The ids the ref pointed at, oldest first, without a line whose write never
         happened (:meth:`Store.reflog_landed`, from the lines read once)."""
-        lines = self.lines
-        out = []
-        for i, line in enumerate(lines):
-            after = lines[i + 1].old if i + 1 < len(lines) else (current or "0" * len(line.new))
-            if line.new == after and line.new.strip("0"):
-                out.append(line.new)
-        return out
+        return landed_ids(self.lines, current)
 
 
 def read_reflog(store: Store, ref: str) -> bytes:

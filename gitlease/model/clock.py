@@ -81,9 +81,9 @@ class Now(Value):
     """One reading of both clocks, so a decision and what it records agree."""
 
     __slots__ = ("boot_ms", "wall_ms", "boot")
-    boot_ms: int
-    wall_ms: int
-    boot: str
+    boot_ms: int  # CLOCK_BOOTTIME: never jumps, and decides every expiry
+    wall_ms: int  # for people, and for another host's records (sightings)
+    boot: str  # the boot id the boot clock counts from
 
     @classmethod
     def read(cls) -> Now:

@@ -145,7 +145,8 @@ _GL_KINDS = {"issues": "issues", "work_items": "issues", "merge_requests": "merg
 
 
 class GitLab(BuiltinProvider):
-    """Issues and merge requests have separate number spaces, so the kind is in the resource."""
+    """Issues and merge requests have separate number spaces, so the kind is in the resource.
+    Any host is taken for GitLab's (it is self-hosted as often as not): ``/-/`` tells its URLs."""
 
     name = "gitlab"
     accepts = (

@@ -53,7 +53,7 @@ class Binding(Value):
     resource: str
     ref: str
     claim_id: str
-    receipt: str
+    receipt: str  # the receipt file's path (its token stays in the file)
     oid: str | None
 
 

@@ -16,6 +16,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+from .._util import procs
 from .._util.files import atomic_write
 from ..gitio import layout
 from ..gitio.gitread import git_env
@@ -65,15 +66,5 @@ def _spawn(git_dir: Path, remote: str | None) -> None:
     env.update(GITLEASE_STORE=str(git_dir), GITLEASE_REMOTE=remote or "")
     _BACKGROUND[:] = [proc for proc in _BACKGROUND if proc.poll() is None]
     with suppress(OSError, ValueError):
-        _BACKGROUND.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "gitlease", "prune", "--auto"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        )
+        argv = [sys.executable, "-m", "gitlease", "prune", "--auto"]
+        _BACKGROUND.append(procs.start_detached(argv, env))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from .._util.files import atomic_write
 from ..errors import StoreError
-from ..gitio.gitread import OID, git_env, parse_reflog, stderr_text, with_settings
+from ..gitio.gitread import OID, git_env, landed_ids, parse_reflog, stderr_text, with_settings
 from ..model.refname import PREFIX
 
 if TYPE_CHECKING:
@@ -71,12 +71,7 @@ def reflog_landed(git_dir: Path, ref: str, current: str | None) -> list[str]:
         lines = parse_reflog(read_reflog(git_dir, ref))
     except StoreError:
         return []
-    landed = []
-    for i, line in enumerate(lines):
-        after = lines[i + 1].old if i + 1 < len(lines) else (current or "0" * len(line.new))
-        if line.new == after and line.new.strip("0"):
-            landed.append(line.new)
-    return landed
+    return landed_ids(lines, current)
 
 
 def history_start(git_dir: Path, ref: str) -> str | None:
