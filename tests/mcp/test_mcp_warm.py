@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import git, run_cli
 
-from gitlease.mcp.warm import WarmHooks, WarmStores
+from gitlease.api.warm import WarmStores
+from gitlease.hooks.warm import WarmHooks
 
 
 @pytest.fixture
