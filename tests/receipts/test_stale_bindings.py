@@ -86,7 +86,10 @@ def test_list_reads_the_store_once_however_many_bindings_are_stale(
         trace.unlink(missing_ok=True)
         got = run_cli("list", "--json", *args, cwd=cwd, env={"GIT_TRACE": str(trace)})
         assert got.code == 0, got
-        return got.json, sum("built-in: git " in line for line in trace.read_text().splitlines())
+        # (``git config`` runs or not by the age of each worktree's configuration files, git's
+        # racy rule: what is counted is the reads of the store)
+        lines = trace.read_text().splitlines()
+        return got.json, sum("built-in: git " in x and "git config" not in x for x in lines)
 
     doc, bound = listed(a)
     assert sorted(s["resource"] for s in doc["stale_bindings"]) == ["unit/1", "unit/2", "unit/3"]
