@@ -544,5 +544,5 @@ def test_readme_starts_with_a_real_first_claim_and_the_ci_test_command() -> None
     assert taken and f"gitlease release {taken[1]}" in first, "the first claim is given back"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     test_command = second.split("&&")[-1].strip()
-    assert test_command == ".venv/bin/python -m pytest -n 2"
+    assert test_command == ".venv/bin/python -m pytest -n 4"
     assert ci.rstrip().endswith(test_command), ".ci/run ends with the README's test command"
