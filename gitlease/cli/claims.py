@@ -12,7 +12,7 @@ import click
 
 from ..api.output import format_duration, printable
 from ..errors import GitleaseError, UsageError
-from . import jsonout, output
+from . import output
 from .app import Options, OutputFailed, cli, command, emit, emit_taken, open_store
 from .arguments import acquire_options, key_option, read_items, resolve_resource
 from .hooks import commit_check_warning, stale_binding_warnings
@@ -283,11 +283,12 @@ def list_(
         stale = [s.to_dict() for s in review(store, drop=False, claims=claims)]
     if opts.json and not stale:  # streamed: 100,000 claims are never held whole
         from ..api.output import gc_paused
+        from .jsonout import print_sorted_claims_json
 
         batches = iter_claims(store, state=state, prefix=prefix) if claims is None else [claims]
         try:
             with gc_paused():
-                jsonout.print_sorted_claims_json(
+                print_sorted_claims_json(
                     ([c.to_dict() for c in batch] for batch in batches), "resource"
                 )
         except GitleaseError:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from array import array
 from collections.abc import Iterable
 from typing import Any
@@ -187,6 +186,8 @@ def print_sorted_claims_json(batches: Iterable[list[dict[str, Any]]], key: str) 
     keys: list[Any] = []
     starts = array("q")
     in_order = True
+    import tempfile  # (only a long listing spills)
+
     with tempfile.TemporaryFile() as spill:
         size = 0
         last: Any = None
