@@ -12,14 +12,16 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import subprocess
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._util.files import atomic_write
 from .._util.value import Value
 from . import layout
+
+if TYPE_CHECKING:  # (the commit check runs no git process: it never loads subprocess)
+    import subprocess
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = "0" * 40

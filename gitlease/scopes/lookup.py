@@ -9,7 +9,6 @@ whose patterns cover a path; only their refs are read.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
@@ -206,6 +205,8 @@ def staged_changes(cwd: Path | None = None) -> list[str]:
     """The paths the staged commit changes, relative to the top: added, modified, deleted,
     type-changed, and both sides of a rename (``git diff --cached --name-status -M -z``;
     against the empty tree before the first commit). Fails closed: raises on a git error."""
+    import subprocess  # (only with live scopes: the common commit check runs no git)
+
     result = subprocess.run(
         ["git", "diff", "--cached", "--name-status", "-M", "-z", "--no-ext-diff"],
         cwd=cwd,

@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
@@ -197,6 +196,8 @@ def _run(git_dir: Path, pattern: str, env: dict[str, str]) -> list[Entry]:
     args = ["git", "--git-dir", str(git_dir), "config", "--null", "--show-origin"]
     args += ["--show-scope", "--get-regexp", f"^({pattern.strip('^$')}|{_INCLUDES})$"]
     try:
+        import subprocess  # (a command whose configuration is cached runs none)
+
         result = subprocess.run(args, capture_output=True, env=env)
     except OSError as exc:
         raise StoreError(f"cannot run git: {exc}") from None

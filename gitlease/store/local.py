@@ -18,7 +18,6 @@ these as its mirror.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,8 @@ from ..model.refname import PREFIX, SCOPES_INDEX_REF
 from .base import BlobRead, Location, Store, Update
 
 if TYPE_CHECKING:
+    import subprocess
+
     from .transaction import Writer
 
 
@@ -70,6 +71,8 @@ class LocalStore(Store):
     # ----------------------------------------------------------------- reads
 
     def _git(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        import subprocess  # (not on the commit check's path, which runs no git)
+
         env = git_env(self.git_dir)
         try:
             return subprocess.run(["git", *args], input=input, capture_output=True, env=env)
