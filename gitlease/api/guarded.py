@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..claims import engine as core
-from ..claims import ownership
+from ..claims import interrupts, ownership
 from ..errors import GitleaseError, LostError, PartialBundleError, PreconditionError, UsageError
 from ..model.claim import Claim, remaining_ms
 from ..model.clock import Now
@@ -174,8 +174,31 @@ def _supervise(
     grace: float,
     stdout: int | None,
 ) -> tuple[int, Claim]:
-    """Run the command, renewing the claim; (its exit status, the claim last read)."""
+    """Run the command, renewing the claim; (its exit status, the claim last read).
+
+    SIGINT, SIGTERM and SIGHUP are forwarded to the command's process group from before it
+    starts: one that came earlier (since exec's own acquire wrote the claim, recorded by
+    :mod:`gitlease.claims.interrupts`) or while it was being started means it never runs
+    or is stopped at once, and the caller releases the claim as for any other end."""
     assert claim.record is not None
+    started: list[subprocess.Popen[bytes]] = []
+    came: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if not started:
+            came.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(started[0].pid, signum)
+
+    previous = {
+        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    early = interrupts.pending()
+    if early is not None or came:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        return 128 + (early if early is not None else came[0]), claim
     try:
         child = subprocess.Popen(
             list(command),
@@ -185,15 +208,13 @@ def _supervise(
             preexec_fn=_die_with_parent,
         )
     except OSError as exc:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-
-    def forward(signum: int, _frame: object) -> None:
+    started.append(child)
+    for signum in came:  # (it came while the command was being started)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signum)
-
-    previous = {
-        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
     try:
         beat_every = claim.record.ttl_ms / 3000
         next_beat = time.monotonic() + beat_every

@@ -39,8 +39,10 @@ def exec_(
     CMD's process group and exits 4. Otherwise exits with CMD's status. With --json, CMD's
     stdout goes to stderr and stdout gets one document: {"claim": ..., "exit": N}.
     """
+    from ..api import answering as window
     from ..api.guarded import execute
 
+    window.arm()  # a signal after exec's own acquire: the command never starts, the claim goes
     if "--" not in opts.argv:
         raise UsageError("put the command after --: gitlease exec RESOURCE -- CMD ARGS...")
     cmd = opts.argv[opts.argv.index("--") + 1 :]

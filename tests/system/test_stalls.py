@@ -112,6 +112,25 @@ def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
     assert run_cli("acquire", R, "--no-bind", cwd=other).code == 0, "the claim was left behind"
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_between_execs_acquire_and_its_command_starts_nothing_and_releases(
+    signum: int, repo: Path, tmp_path: Path
+) -> None:
+    """``exec`` forwards a signal to its command once the command runs; one that came after
+    exec's own acquire wrote the claim, before the command started, killed exec with the
+    claim held until its TTL (an exit of 143 with a live claim). Now the command is never
+    started, the claim is released, and the exit is 128+N."""
+    ran = tmp_path / "ran"
+    paused = Paused("after-write", ["exec", R, "--", "touch", str(ran)], repo, tmp_path)
+    paused.wait_paused()
+    paused.proc.send_signal(signum)
+    code, out, err = paused.go()
+    assert code == 128 + signum, (code, out, err)
+    assert not ran.exists(), "the command started after the signal"
+    shown = run_cli("show", R, "--json", cwd=repo).json
+    assert shown["state"] != "active", f"exit {code}, yet the claim is held: {shown}"
+
+
 def test_a_tombstone_written_between_judging_and_removing_stays(repo: Path, tmp_path) -> None:
     """The pass judges every old tombstone and writes their floors before it removes any:
     a claim taken in between (the stall) keeps its ref, its record and its revision."""
