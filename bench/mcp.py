@@ -205,7 +205,7 @@ async def bench(repeat: int, other: str | None) -> None:
         ("mcp client", "the SDK's client (this process)"),
         ("cli", "CLI, two processes (with theirs)"),
     ):
-        if not cpu[name]:
+        if not cpu.get(name):
             continue
         mean = statistics.fmean(cpu[name]) * 1000
         ratio = mean / (statistics.fmean(cpu["synced"]) * 1000)
