@@ -95,7 +95,7 @@ def read(
     cached = _lookup(path, digest, git_dir)
     if cached is not None:  # (what ``keep`` kept when it was written: same caller, same key)
         return cached
-    before = time.time_ns()
+    before, read_at = time.time_ns(), time.monotonic_ns()
     entries = _run(git_dir, pattern, git_env())
     wanted = re.compile(pattern)
     matching = [e for e in entries if wanted.fullmatch(e[2])]
@@ -107,7 +107,7 @@ def read(
     onbranch = any(k.lower().startswith("includeif.onbranch:") for _, _, k, _ in entries)
     branch = _branch_state(git_dir) if onbranch else None
     racy = _racy(idents, before)
-    _MEMORY[digest] = _Held(idents, branch, matching, before if racy else None)
+    _MEMORY[digest] = _Held(idents, branch, matching, read_at if racy else None)
     if not racy and not any(secret(e) for e in found):
         with suppress(OSError):  # a cache that cannot be written is no cache
             _store(path, digest, idents, branch, found)
@@ -119,21 +119,22 @@ def read(
 
 class _Held:
     """One read kept in this process's memory: what the cache file would hold, and, for a
-    read too recent to trust beyond its moment, when it was made."""
+    read too recent to trust beyond its moment, when it was made (on the monotonic clock: a
+    wall clock set back must not stretch the window)."""
 
-    __slots__ = ("idents", "branch", "entries", "racy_ns")
+    __slots__ = ("idents", "branch", "entries", "racy_since_ns")
 
     def __init__(
         self,
         idents: list[tuple[str, Ident]],
         branch: list[str | None] | None,
         entries: list[Entry],
-        racy_ns: int | None,
+        racy_since_ns: int | None,
     ) -> None:
         self.idents = idents
         self.branch = branch
         self.entries = entries
-        self.racy_ns = racy_ns
+        self.racy_since_ns = racy_since_ns
 
 
 #: This process's reads, by the same digest as the cache files.
@@ -141,7 +142,8 @@ _MEMORY: dict[str, _Held] = {}
 
 
 def _still_valid(held: _Held, git_dir: Path) -> bool:
-    if held.racy_ns is not None and time.time_ns() - held.racy_ns >= int(RACY_SECONDS * 1e9):
+    since = held.racy_since_ns
+    if since is not None and time.monotonic_ns() - since >= int(RACY_SECONDS * 1e9):
         return False
     if any(_ident(name) != ident for name, ident in held.idents):
         return False

@@ -168,8 +168,8 @@ def test_one_process_reads_once_and_still_sees_an_edit(repo, counted, monkeypatc
     assert keys() == ["gitlease.trailers", "gitlease.requireclaim"]
     assert _config_calls(log) == calls + 1
     # The racy window over, a read that could not be trusted to a file is made again.
-    now = gitconfig.time.time_ns()
-    later = now + int(gitconfig.RACY_SECONDS * 1e9)
-    monkeypatch.setattr(gitconfig.time, "time_ns", lambda: later)
+    # (measured on the monotonic clock: a wall clock set back would not stretch it)
+    later = gitconfig.time.monotonic_ns() + int(gitconfig.RACY_SECONDS * 1e9)
+    monkeypatch.setattr(gitconfig.time, "monotonic_ns", lambda: later)
     assert keys() == ["gitlease.trailers", "gitlease.requireclaim"]
     assert _config_calls(log) == calls + 2
