@@ -1,7 +1,7 @@
 """Taking claims, then answering: a program's answer must never contradict the store.
 
 A command that takes claims and then answers (``acquire``, ``bundle acquire``) first arms
-the signal window (:func:`arm`): from just before the write, SIGINT and SIGTERM are only
+the signal window (:func:`arm`): from just before the write, SIGINT, SIGTERM and SIGHUP are only
 recorded. Just before it answers, it asks whether one came (:func:`pending`); if so, or if
 the answer cannot be written, it releases what it took (:func:`undo_acquire`), so that no
 exit but success leaves a claim behind (docs/reference/exit-codes.md).

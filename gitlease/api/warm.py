@@ -135,6 +135,13 @@ class Watch:
     def holds(self) -> bool:
         return tuple(_stat(f) for f in self.files) == self.stamp
 
+    def agrees(self, earlier: Watch) -> bool:
+        """Whether every file ``earlier`` watched has the identity it had then: a reading
+        made in between (and watched from these files) is of what they still hold. A file
+        that only this watch has, the store's own, is written by gitlease, not edited."""
+        now = dict(zip(self.files, self.stamp, strict=True))
+        return all(now.get(f, s) == s for f, s in zip(earlier.files, earlier.stamp, strict=True))
+
     def watchable(self, git_dirs: list[Path | None]) -> bool:
         """Whether a stat of these files vouches for the whole configuration: no file has
         an include, and git read no file beyond them."""
@@ -207,16 +214,18 @@ class WarmStores:
                 if entry.watch.holds():
                     taken.append(entry)
                     return _begun(entry.value)
+        seen = Watch(config_files(git_dir))  # (before the configuration is read)
         opened = self._open(store, remote)
         with self._lock:
             self.opened += 1
-        kept = self._keep(key, git_dir, opened)
+        kept = self._keep(key, git_dir, opened, seen)
         if kept is not None:
             taken.append(kept)
         return opened
 
-    def _keep(self, key: Stamp, git_dir: Path | None, opened: Store) -> Kept | None:
-        """A reading to keep, or None when its configuration cannot be watched."""
+    def _keep(self, key: Stamp, git_dir: Path | None, opened: Store, seen: Watch) -> Kept | None:
+        """A reading to keep, or None when its configuration cannot be watched, or changed
+        while the store was opened (``seen``: the repository's files as they were before)."""
         location = opened.location
         config = location.config
         if location.project is not None and config is not None:
@@ -226,7 +235,7 @@ class WarmStores:
         files = [*config_files(git_dir), *config_files(opened.git_dir)]
         files.append(opened.git_dir / "HEAD")  # the store itself: made again if it went
         watch = Watch(files)
-        if not watch.watchable([git_dir, opened.git_dir]):
+        if not watch.agrees(seen) or not watch.watchable([git_dir, opened.git_dir]):
             return None
         return Kept(key, watch, opened)
 

@@ -1,4 +1,4 @@
-"""The window between a claim's write and the command's answer, for SIGINT and SIGTERM.
+"""The window between a claim's write and the command's answer, for SIGINT, SIGTERM, SIGHUP.
 
 A signal that lands after ``acquire`` wrote its claim used to end the command with 130 or
 143 while the claim stayed held and bound: an exit code that contradicts the store. A
@@ -7,7 +7,7 @@ compare-and-swap (:func:`begin`) these signals are only recorded. If nothing was
 after all (:func:`cancel`), the old handlers come back and a recorded signal acts at once,
 as if it had just arrived. Otherwise the command asks, just before it answers, whether a
 signal came (:func:`pending`): it then releases the claims again under their guards and
-exits 130 or 143 (AMBIGUOUS, naming the claims, if even that fails). A signal after the
+exits 128+N (130, 143, 129; AMBIGUOUS, naming the claims, if even that fails). A signal after the
 answer is ignored: the answer (exit 0) is already true.
 
 Recording handlers are Python-level: a process the command starts (a keepalive) gets the
@@ -21,16 +21,20 @@ import threading
 from types import FrameType
 from typing import Any
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: SIGHUP too: a closed terminal is the usual sender, and its default ends the process.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _armed = False
 _saved: dict[int, Any] | None = None
 _caught: int | None = None
 
 
 def arm() -> None:
-    """This command undoes a write that a signal follows (``acquire``, ``bundle acquire``)."""
-    global _armed
+    """This command undoes a write that a signal follows (``acquire``, ``bundle acquire``,
+    ``exec``). A signal an earlier command of this process recorded is forgotten: that
+    command answered for it."""
+    global _armed, _caught
     _armed = True
+    _caught = None
 
 
 def _record(signum: int, _frame: FrameType | None) -> None:
@@ -40,7 +44,8 @@ def _record(signum: int, _frame: FrameType | None) -> None:
 
 
 def begin() -> None:
-    """The write may land from now on: record SIGINT and SIGTERM instead of acting on them."""
+    """The write may land from now on: record SIGINT, SIGTERM and SIGHUP instead of acting
+    on them."""
     global _saved
     if (
         not _armed

@@ -177,13 +177,16 @@ def emit_taken(
     """:func:`emit` for a command that has just taken claims (``acquire``, ``bundle
     acquire``): if the answer cannot be written, ``undo`` releases them again first, so
     that no exit code but 0 leaves a claim behind (AMBIGUOUS, naming them, if even that
-    fails). So does SIGINT or SIGTERM received since the write (:mod:`gitlease.api.answering`):
-    then the exit is 130 or 143, with nothing held. See docs/reference/exit-codes.md."""
+    fails). So does SIGINT, SIGTERM or SIGHUP received since the write
+    (:mod:`gitlease.api.answering`): then the exit is 128+N, with nothing held. See
+    docs/reference/exit-codes.md."""
     from ..api import answering as window
 
     signum = window.pending()
     if signum is not None:
-        name = "SIGINT" if signum == 2 else "SIGTERM"
+        import signal
+
+        name = signal.Signals(signum).name
         undo(KeyboardInterrupt(f"{name} after the write"))
         with contextlib.suppress(OSError):
             click.echo(f"gitlease: interrupted ({name}); the claim was released again", err=True)

@@ -37,6 +37,7 @@ class WarmHooks:
             return githooks.assess(repo, loc)
         with self._lock:
             self.looked += 1
+        seen = Watch(config_files(git_dir))  # (before git is asked)
         try:
             repo = hookdirs.repository(cwd)
         except UsageError:
@@ -50,6 +51,7 @@ class WarmHooks:
         if (
             loc.checkout is None
             and _inside(loc.path, repo.common_dir)
+            and watch.agrees(seen)  # (nothing changed while git was asked)
             and watch.watchable([git_dir])
         ):
             with self._lock:

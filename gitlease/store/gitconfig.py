@@ -29,8 +29,10 @@ when the caller says a value may be secret (it is never copied into a cache file
 Within one process a read is also kept in memory, so that one command (a commit check
 asks for ``gitlease.requireClaim``, then locates the store, then reads
 ``gitlease.trailers``) runs at most one ``git config`` whatever the cache file could
-keep. The memory entry is checked against the same file identities before each reuse; a
-read the cache file would refuse as racy is reused only within those two seconds, so a
+keep. The memory entry is checked against the same file identities before each reuse. A
+read the cache file would refuse as racy is kept only when every recent file had the same
+identity before git read it as after (an edit that landed while git read, or before the
+files were looked at, is never kept), and reused only within those two seconds, so a
 process that stays up (the MCP server, the keeper, the board) sees an edit made in the
 same clock tick as its read no later than a command started at that moment would.
 """
@@ -95,6 +97,9 @@ def read(
     cached = _lookup(path, digest, git_dir)
     if cached is not None:  # (what ``keep`` kept when it was written: same caller, same key)
         return cached
+    # (what git reads by default, as it was before git read it: a file edited while git
+    # read it, or just after, is told apart from one that was not by comparing the two)
+    known = {name: _ident(name) for name in _default_files(git_dir, git)}
     before, read_at = time.time_ns(), time.monotonic_ns()
     entries = _run(git_dir, pattern, git_env())
     wanted = re.compile(pattern)
@@ -107,7 +112,11 @@ def read(
     onbranch = any(k.lower().startswith("includeif.onbranch:") for _, _, k, _ in entries)
     branch = _branch_state(git_dir) if onbranch else None
     racy = _racy(idents, before)
-    _MEMORY[digest] = _Held(idents, branch, matching, read_at if racy else None)
+    if not racy:
+        _MEMORY[digest] = _Held(idents, branch, matching, None)
+    elif branch is None and all(known.get(name, [-1]) == ident for name, ident in racy):
+        # every recent file was the same before git read it as after: no edit in between
+        _MEMORY[digest] = _Held(idents, branch, matching, read_at)
     if not racy and not any(secret(e) for e in found):
         with suppress(OSError):  # a cache that cannot be written is no cache
             _store(path, digest, idents, branch, found)
@@ -217,13 +226,14 @@ def _run(git_dir: Path, pattern: str, env: dict[str, str]) -> list[Entry]:
 # ------------------------------------------------------------------ writing the cache
 
 
-def _racy(idents: list[tuple[str, Ident]], before_ns: int) -> bool:
-    """A file changed too recently (or unreadable) to be told apart from a next edit."""
+def _racy(idents: list[tuple[str, Ident]], before_ns: int) -> list[tuple[str, Ident]]:
+    """The files changed too recently (or unreadable) to be told apart from a next edit."""
     racy = before_ns - int(RACY_SECONDS * 1e9)
-    return any(
-        ident is not None and (len(ident) < 6 or max(ident[3], ident[4]) >= racy)
-        for _, ident in idents
-    )
+    return [
+        (name, ident)
+        for name, ident in idents
+        if ident is not None and (len(ident) < 6 or max(ident[3], ident[4]) >= racy)
+    ]
 
 
 def _store(

@@ -42,6 +42,33 @@ def opened(warm: WarmStores) -> object:
     return store
 
 
+def test_a_store_chosen_by_a_read_an_edit_overtook_is_not_kept(
+    here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit between git's read of the configuration and the pool's look at its files
+    left the pool watching the new files beside the store the old ones chose: that store
+    was served for good, while every command line used the new one (two places deciding
+    one resource). The pool keeps nothing whose files changed while it opened the store."""
+    from gitlease.store import gitconfig
+
+    other = _bare(tmp_path / "other.git")
+    real_run = gitconfig._run
+    edits: list[str] = []
+
+    def read_then_edit(*args, **kwargs):
+        out = real_run(*args, **kwargs)
+        if not edits:  # (git has read the configuration: now someone changes it)
+            edits.append("done")
+            git("config", "gitlease.store", str(other), cwd=here)
+        return out
+
+    monkeypatch.setattr(gitconfig, "_run", read_then_edit)
+    warm = WarmStores()
+    first = opened(warm)  # (chosen by the read before the edit: that call began before it)
+    assert first.git_dir != other  # type: ignore[attr-defined]
+    assert opened(warm).git_dir == other  # type: ignore[attr-defined]
+
+
 def test_a_store_is_kept_until_the_repositorys_configuration_changes(here: Path, tmp_path: Path):
     warm = WarmStores()
     first = opened(warm)

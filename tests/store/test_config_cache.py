@@ -173,3 +173,24 @@ def test_one_process_reads_once_and_still_sees_an_edit(repo, counted, monkeypatc
     monkeypatch.setattr(gitconfig.time, "monotonic_ns", lambda: later)
     assert keys() == ["gitlease.trailers", "gitlease.requireclaim"]
     assert _config_calls(log) == calls + 2
+
+
+def test_an_edit_while_git_reads_is_never_kept_in_memory(repo, monkeypatch) -> None:
+    """An edit that lands between git's read and the look at the files it read leaves an old
+    answer beside new file identities: kept in memory, it was served as current until the
+    racy window ended (and a resident server kept the store it chose). It is never kept."""
+    git_dir = repo / ".git"
+    pattern = r"gitlease\..*"
+    real_run = gitconfig._run
+    edits: list[str] = []
+
+    def read_then_edit(*args, **kwargs):
+        out = real_run(*args, **kwargs)
+        if not edits:  # (git has read the configuration: now someone changes it)
+            edits.append("done")
+            git("config", "gitlease.remote", "elsewhere", cwd=repo)
+        return out
+
+    monkeypatch.setattr(gitconfig, "_run", read_then_edit)
+    assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == []  # read before the edit
+    assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == ["gitlease.remote"]

@@ -88,6 +88,7 @@ def test_a_stalled_repair_keeps_the_receipt_of_a_claim_taken_meanwhile(
         (["acquire", R], signal.SIGINT),
         (["bundle", "acquire", R, "stall/2"], signal.SIGTERM),
         (["acquire", "--first-free", "stall/0", R], signal.SIGINT),
+        (["acquire", R], signal.SIGHUP),
     ],
 )
 def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
@@ -112,7 +113,7 @@ def test_a_signal_after_the_write_leaves_no_claim_behind_its_exit_code(
     assert run_cli("acquire", R, "--no-bind", cwd=other).code == 0, "the claim was left behind"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_between_execs_acquire_and_its_command_starts_nothing_and_releases(
     signum: int, repo: Path, tmp_path: Path
 ) -> None:
