@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli
+from gitcalls import edit_once_git_has_read
 
 from gitlease.api.warm import WarmStores
 from gitlease.hooks.warm import WarmHooks
@@ -49,20 +50,10 @@ def test_a_store_chosen_by_a_read_an_edit_overtook_is_not_kept(
     left the pool watching the new files beside the store the old ones chose: that store
     was served for good, while every command line used the new one (two places deciding
     one resource). The pool keeps nothing whose files changed while it opened the store."""
-    from gitlease.store import gitconfig
-
     other = _bare(tmp_path / "other.git")
-    real_run = gitconfig._run
-    edits: list[str] = []
-
-    def read_then_edit(*args, **kwargs):
-        out = real_run(*args, **kwargs)
-        if not edits:  # (git has read the configuration: now someone changes it)
-            edits.append("done")
-            git("config", "gitlease.store", str(other), cwd=here)
-        return out
-
-    monkeypatch.setattr(gitconfig, "_run", read_then_edit)
+    edit_once_git_has_read(
+        monkeypatch, lambda: git("config", "gitlease.store", str(other), cwd=here)
+    )
     warm = WarmStores()
     first = opened(warm)  # (chosen by the read before the edit: that call began before it)
     assert first.git_dir != other  # type: ignore[attr-defined]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git, run_cli, wait_for
+from gitcalls import edit_once_git_has_read
 
 from gitlease.store import gitconfig
 
@@ -181,16 +182,6 @@ def test_an_edit_while_git_reads_is_never_kept_in_memory(repo, monkeypatch) -> N
     racy window ended (and a resident server kept the store it chose). It is never kept."""
     git_dir = repo / ".git"
     pattern = r"gitlease\..*"
-    real_run = gitconfig._run
-    edits: list[str] = []
-
-    def read_then_edit(*args, **kwargs):
-        out = real_run(*args, **kwargs)
-        if not edits:  # (git has read the configuration: now someone changes it)
-            edits.append("done")
-            git("config", "gitlease.remote", "elsewhere", cwd=repo)
-        return out
-
-    monkeypatch.setattr(gitconfig, "_run", read_then_edit)
+    edit_once_git_has_read(monkeypatch, lambda: git("config", "gitlease.remote", "x", cwd=repo))
     assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == []  # read before the edit
     assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == ["gitlease.remote"]

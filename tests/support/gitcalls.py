@@ -26,3 +26,21 @@ def counted(calls: Path) -> int:
     """The git calls noted in ``calls``, less those that refresh the cached git config of
     the store's location (made only when it is stale: gitlease/store/gitconfig.py)."""
     return len([c for c in calls.read_text().splitlines() if "--show-origin" not in c])
+
+
+def edit_once_git_has_read(monkeypatch, edit) -> None:  # type: ignore[no-untyped-def]
+    """Make ``edit()`` run once, right after the next ``git config`` read of the store's
+    location returned (gitlease/store/gitconfig.py): an edit that overtakes the read."""
+    from gitlease.store import gitconfig
+
+    real_run = gitconfig._run
+    edits: list[str] = []
+
+    def read_then_edit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real_run(*args, **kwargs)
+        if not edits:  # (git has read the configuration: now someone changes it)
+            edits.append("done")
+            edit()
+        return out
+
+    monkeypatch.setattr(gitconfig, "_run", read_then_edit)
