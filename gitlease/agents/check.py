@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._util.text import printable
+from .._util.text import printable_strict as printable
 from ..gitio.gitdirs import find_git_dir
 from ..hooks import check as hookcheck
 from ..receipts import bindings as bindings_mod
@@ -110,15 +110,17 @@ def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
     return denied
 
 
-def has_bindings(cwd: Path) -> Worktree | None:
-    """The worktree around ``cwd`` if it is bound to any claim (a binding file, readable or
-    not): where an unreadable payload makes the edit hook deny (fail closed)."""
+def guarded(cwd: Path) -> Worktree | None:
+    """The worktree around ``cwd`` if its edits are checked: it is bound to a claim (a
+    binding file, readable or not) or ``gitlease.requireClaim`` asks for one. There an
+    unreadable payload makes the edit hook deny (fail closed); elsewhere it says nothing."""
     found = find_git_dir(cwd)
     if found is None or found[1] is None:
         return None
-    if not bindings_mod.bindings(found[0]):
-        return None
-    return Worktree(found[0], found[1])
+    git_dir, top = found[0], found[1]
+    if not bindings_mod.bindings(git_dir) and not hookcheck.worktree_problems(git_dir, top):
+        return None  # (unbound: its only judgement is requireClaim's)
+    return Worktree(git_dir, top)
 
 
 def deny_reason(denied: list[Worktree]) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from .._util import testing as _testing
+from .._util.text import printable_strict
 from . import answers, check, payloads
 
 USAGE = (
@@ -49,14 +50,15 @@ def answer(harness: str, raw: bytes, cwd: Path | None = None) -> dict[str, Any] 
         text = session_context(base)
         return answers.context(harness, text) if text else None
     if event.kind == "unreadable":
-        bound = check.has_bindings(base)
-        if bound is None:
+        checked = check.guarded(base)
+        if checked is None:
             return None
-        bound.problems = [
-            f"the {harness} hook payload could not be read ({event.why}), and this worktree "
-            "is bound to a claim: refusing the edit (fail closed)"
+        checked.problems = [
+            f"the {harness} hook payload could not be read ({event.why}), and this worktree's "
+            "edits are checked (it is bound to a claim, or gitlease.requireClaim is set): "
+            "refusing the edit (fail closed)"
         ]
-        return answers.deny(harness, check.deny_reason([bound]))
+        return answers.deny(harness, check.deny_reason([checked]))
     return None
 
 
@@ -84,7 +86,7 @@ def main(
         event = payloads.parse(harness, raw)
         if event.kind not in ("edit", "unreadable"):
             return 0
-        failure = f"{type(exc).__name__}: {exc}"
+        failure = printable_strict(f"{type(exc).__name__}: {exc}")
         reason = f"gitlease's edit check failed ({failure}); refusing the edit (fail closed)"
         doc = answers.deny(harness, reason)
     if doc is not None:

@@ -108,12 +108,19 @@ def _patch_event(cwd: str | None, tool_input: object) -> Event:
 
 
 def patch_paths(text: str) -> list[str]:
-    """The files an ``apply_patch`` patch adds, changes, deletes or moves to, in order, once."""
+    """The files an ``apply_patch`` patch adds, changes, deletes or moves to, in order, once.
+
+    Read as Codex's own parser reads it (``codex-rs/apply-patch``): lines end at ``\n``
+    only (not at the other characters Python's ``splitlines`` breaks at, which would cut a
+    path short), and a header counts once the line's surrounding white space is trimmed (an
+    indented header is applied by Codex, so it is checked here). Trimming more than Codex
+    does can only find more files to check, never fewer."""
     found: list[str] = []
-    for line in text.splitlines():
+    for raw in text.split("\n"):
+        line = raw.strip()
         for header in _PATCH_HEADERS:
-            if line.startswith(header):
-                path = line[len(header) :].strip()
+            if line.startswith(header.rstrip()):
+                path = line[len(header.rstrip()) :].strip()
                 if path not in found:
                     found.append(path)
     return found

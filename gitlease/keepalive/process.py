@@ -132,7 +132,8 @@ class KeeperServer:
     # ---------------------------------------------------------------- start and end
 
     def _lock_pidfile(self) -> int:
-        fd = os.open(self.where.pidfile, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW  # (never a planted link)
+        fd = os.open(self.where.pidfile, flags, 0o600)
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
@@ -154,13 +155,15 @@ class KeeperServer:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a keeper that was killed: we hold the pidfile, so none serves
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        old_umask = os.umask(0o177)  # (made 0600 as it is made: no chmod of a swapped path)
         try:
             sock.bind(path)
-            os.chmod(path, 0o600)
             sock.listen(64)
         except OSError as exc:
             sock.close()
             raise StoreError(f"cannot listen on {path}: {exc.strerror}") from None
+        finally:
+            os.umask(old_umask)
         sock.setblocking(False)
         self.socket_ino = os.stat(path).st_ino
         return sock

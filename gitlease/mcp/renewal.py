@@ -77,8 +77,22 @@ class Renewals:
 
     def drop(self, resource: str) -> None:
         """Stop renewing ``resource`` (it was released, or lost)."""
+        self.pause(resource)
+
+    def pause(self, resource: str) -> object | None:
+        """Stop renewing ``resource`` while the agent releases it (no renewal races the
+        release); what :meth:`resume` takes to renew it again if the release failed."""
         with self._cond:
-            self._kept.pop(resource, None)
+            entry = self._kept.pop(resource, None)
+            self._cond.notify()
+            return entry
+
+    def resume(self, paused: object | None) -> None:
+        """Renew again what :meth:`pause` took, unless the claim was kept anew meanwhile."""
+        if not isinstance(paused, _Kept):
+            return
+        with self._cond:
+            self._kept.setdefault(paused.resource, paused)
             self._cond.notify()
 
     def renewed(self, resource: str, expires_in: float) -> None:

@@ -97,9 +97,14 @@ class Session:
         except UsageError as exc:
             return True, self.error_document(exc)
         given = (arguments or {}).get("resource")
+        paused = None
         if name == "release" and isinstance(given, str):
-            self.renewals.drop(given)  # (before: no renewal races the release)
+            paused = self.renewals.pause(given)  # (before: no renewal races the release)
         code, doc = self._run(argv)
+        if paused is not None and code != 0 and not _lost(doc):
+            # the release failed (a bad checkpoint, a store error): the claim is still held,
+            # and must not lapse because this server stopped renewing it
+            self.renewals.resume(paused)
         return self._after(name, given if isinstance(given, str) else None, code, doc)
 
     def _run(self, argv: list[str]) -> tuple[int, dict[str, Any]]:
@@ -123,7 +128,7 @@ class Session:
         """Keep the renewals in step with what the call did."""
         if code != 0:
             error = doc.get("error")
-            if isinstance(error, dict) and error.get("code") == LostError.code:
+            if _lost(doc) and isinstance(error, dict):
                 claim = error.get("claim")
                 about = claim.get("resource") if isinstance(claim, dict) else None
                 for resource in {given, about} - {None}:
@@ -250,3 +255,9 @@ def serve(session: Session) -> None:
         anyio.run(main)
     finally:
         session.renewals.stop()
+
+
+def _lost(doc: dict[str, Any]) -> bool:
+    """Whether a command's document is the LOST error (the claim is no longer held)."""
+    error = doc.get("error")
+    return isinstance(error, dict) and error.get("code") == LostError.code

@@ -141,6 +141,8 @@ def refuse_second(others: Iterable[Keeper], claims: Iterable[tuple[str, str, str
     ``(resource, ref, claim id)`` alive: one keepalive per claim."""
     wanted = list(claims)
     for other in others:
+        if not provably_ours(other):
+            continue  # (a forged entry naming another process must not block a keepalive)
         for resource, ref, claim_id in wanted:
             if other.keeps(ref, claim_id):
                 raise HeldError(
@@ -192,6 +194,21 @@ def forget_dead(git_dir: Path) -> int:
         if len(alive) != len(entries):
             _write(git_dir, alive)
         return len(entries) - len(alive)
+
+
+def provably_ours(keeper: Keeper) -> bool:
+    """Whether ``keeper``'s process is one of this user's keepers (or a 0.2 keepalive): the
+    start time recorded (the pid was not handed on), this user's, and a command line that
+    names it. Anyone who can write the store can add an entry; only these count."""
+    if not _procs.alive(keeper.pid, keeper.start):
+        return False
+    try:
+        if os.stat(f"/proc/{keeper.pid}").st_uid != os.geteuid():
+            return False
+    except OSError:
+        return False
+    argv = _procs.cmdline(keeper.pid)
+    return KEEPER_ARGV0 in argv or KEEPALIVE_ARGV0 in argv
 
 
 def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:

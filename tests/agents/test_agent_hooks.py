@@ -226,6 +226,47 @@ def test_codex_move_and_delete_headers_count(cli, repo: Path) -> None:
     assert payloads.patch_paths(text) == ["a.py", "b.py", "c.py", "d.py"]
 
 
+def test_a_codex_patch_header_is_read_as_codex_reads_it() -> None:
+    """Codex trims each header line and ends lines at ``\n`` only: an indented header, or a
+    path holding a character Python's ``splitlines`` breaks at, was applied by Codex and
+    missed here (an edit inside another claim's scope allowed)."""
+    text = (
+        "*** Begin Patch\n*** Add File: notes.txt\n+hi\n\t*** Update File: src/auth/x.py\n"
+        "@@\n-a\n+b\n  *** Add File: q\x1c/../src/auth/new.py\n+z\n*** End Patch\n"
+    )
+    assert payloads.patch_paths(text) == [
+        "notes.txt",
+        "src/auth/x.py",
+        "q\x1c/../src/auth/new.py",
+    ]
+
+
+@pytest.mark.parametrize("bad", list(BAD_TEXT := {"not JSON": b"{this", "garbage": b"garbage"}))
+def test_an_unreadable_payload_fails_closed_under_require_claim(cli, repo: Path, bad: str) -> None:
+    """Under ``gitlease.requireClaim`` a worktree holding no claim is checked too: an
+    unreadable payload was let through there (it was denied only where a binding exists)."""
+    prepare(repo)
+    command = installed_command(cli, repo, "codex")
+    git("config", "gitlease.requireClaim", "true", cwd=repo)
+    result = run_hook(command, BAD_TEXT[bad], repo)
+    assert "could not be read" in denial("codex", result.stdout), result
+
+
+def test_a_denial_escapes_what_the_harness_shows(cli, worktrees: tuple[Path, Path]) -> None:
+    """A forged owner or a file name with a right-to-left override reached the harness (and
+    the user's terminal, through ``systemMessage``) raw."""
+    a, b = worktrees
+    prepare(a)
+    owner = "ev\u202eil"
+    assert cli("acquire", "owner/2", "--owner", owner, "--paths", "docs/**", cwd=b).code == 0
+    command = installed_command(cli, a, "claude-code")
+    doc = json.loads(payload("claude-code-pretooluse-write.json", a))
+    doc["tool_input"]["file_path"] = str(a / "docs" / "a\u202etxt.md")
+    result = run_hook(command, json.dumps(doc), a)
+    reason = denial("claude-code", result.stdout)
+    assert "\u202e" not in reason and "\\u202e" in reason, reason
+
+
 def test_a_file_outside_any_worktree_says_nothing(cli, repo: Path, tmp_path: Path) -> None:
     prepare(repo)
     command = installed_command(cli, repo, "claude-code")

@@ -14,8 +14,10 @@ import io
 import os
 import subprocess
 import threading
-from contextlib import redirect_stderr
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import git, run_cli
@@ -164,16 +166,16 @@ class _Spawned:
         monkeypatch.setattr(subprocess, "Popen", Counting)
 
 
-def test_calls_after_the_first_run_no_git_process(here: Path, monkeypatch):
-    """A resident server's acquire and release, once warm: no `git config` to locate the
-    store, no git process to find the hooks (a command line runs five)."""
+@contextmanager
+def _in_process_session(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, Any]]:
+    """The server's session with its CLI run in this process, as ``gitlease mcp`` runs it:
+    (the session, its renewals, what it keeps warm)."""
     from gitlease.cli import app, jsonout
     from gitlease.mcp import capture
     from gitlease.mcp.renewal import Renewals
     from gitlease.mcp.server import Cli, Session
     from gitlease.mcp.warm import Warm
 
-    assert run_cli("hooks", "install", cwd=here).code == 0
     warm = Warm()
     monkeypatch.setattr(app, "resident", warm)
 
@@ -193,25 +195,49 @@ def test_calls_after_the_first_run_no_git_process(here: Path, monkeypatch):
     try:
         with capture.installed() as stdout, redirect_stderr(io.StringIO()):
             session.install(stdout)
-
-            def cycle() -> dict[str, object]:
-                failed, doc = session.call("acquire", {"resource": "warm/1"})
-                assert not failed, doc
-                failed, done = session.call("release", {"resource": "warm/1"})
-                assert not failed, done
-                return doc
-
-            first = cycle()  # (the store is made, and its first write sets its config)
-            cycle()
-            opens, looks = warm.stores.opened, warm.hooks.looked
-            spawned = _Spawned(monkeypatch)
-            later = [cycle() for _ in range(3)]
+            yield session, renewals, warm
     finally:
         renewals.stop()
+
+
+def test_calls_after_the_first_run_no_git_process(here: Path, monkeypatch):
+    """A resident server's acquire and release, once warm: no `git config` to locate the
+    store, no git process to find the hooks (a command line runs five)."""
+    assert run_cli("hooks", "install", cwd=here).code == 0
+    with _in_process_session(monkeypatch) as (session, _, warm):
+
+        def cycle() -> dict[str, object]:
+            failed, doc = session.call("acquire", {"resource": "warm/1"})
+            assert not failed, doc
+            failed, done = session.call("release", {"resource": "warm/1"})
+            assert not failed, done
+            return doc
+
+        first = cycle()  # (the store is made, and its first write sets its config)
+        cycle()
+        opens, looks = warm.stores.opened, warm.hooks.looked
+        spawned = _Spawned(monkeypatch)
+        later = [cycle() for _ in range(3)]
     assert spawned.args == []
     assert (warm.stores.opened, warm.hooks.looked) == (opens, looks)
     assert first["commit_check"]["in_effect"] is True  # type: ignore[index]
     assert all(d["commit_check"] == first["commit_check"] for d in later)
+
+
+def test_a_release_that_fails_leaves_the_claim_renewed(here: Path, monkeypatch):
+    """The server stopped renewing a claim before releasing it, and a release that failed
+    (a checkpoint with a newline is USAGE) left the claim held and renewed by nobody: it
+    lapsed under the agent. It is renewed again until a release succeeds."""
+    with _in_process_session(monkeypatch) as (session, renewals, _):
+        failed, doc = session.call("acquire", {"resource": "renew/1", "ttl": "10m"})
+        assert not failed, doc
+        assert renewals.kept() == ["renew/1"]
+        failed, doc = session.call("release", {"resource": "renew/1", "checkpoint": "a\nb"})
+        assert failed and doc["error"]["code"] == "USAGE", doc
+        assert renewals.kept() == ["renew/1"]
+        failed, doc = session.call("release", {"resource": "renew/1"})
+        assert not failed, doc
+        assert renewals.kept() == []
 
 
 def test_the_hooks_folder_is_looked_at_on_every_call(here: Path):
