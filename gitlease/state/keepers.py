@@ -196,19 +196,25 @@ def forget_dead(git_dir: Path) -> int:
         return len(entries) - len(alive)
 
 
-def provably_ours(keeper: Keeper) -> bool:
-    """Whether ``keeper``'s process is one of this user's keepers (or a 0.2 keepalive): the
-    start time recorded (the pid was not handed on), this user's, and a command line that
-    names it. Anyone who can write the store can add an entry; only these count."""
+def _command_line_if_ours(keeper: Keeper) -> list[str] | None:
+    """The command line of ``keeper``'s process when it is the one recorded (its start time:
+    the pid was not handed on) and runs under this user; None otherwise."""
     if not _procs.alive(keeper.pid, keeper.start):
-        return False
+        return None
     try:
         if os.stat(f"/proc/{keeper.pid}").st_uid != os.geteuid():
-            return False
+            return None
     except OSError:
-        return False
-    argv = _procs.cmdline(keeper.pid)
-    return KEEPER_ARGV0 in argv or KEEPALIVE_ARGV0 in argv
+        return None
+    return _procs.cmdline(keeper.pid)
+
+
+def provably_ours(keeper: Keeper) -> bool:
+    """Whether ``keeper``'s process is one of this user's keepers (or a 0.2 keepalive), by
+    :func:`_command_line_if_ours`. Anyone who can write the store can add an entry; only
+    these count."""
+    argv = _command_line_if_ours(keeper)
+    return argv is not None and (KEEPER_ARGV0 in argv or KEEPALIVE_ARGV0 in argv)
 
 
 def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:
@@ -220,15 +226,8 @@ def provably_keepalive(keeper: Keeper, refs: Iterable[str]) -> bool:
     The registry can be edited by anyone who can write the store: without this, an entry
     naming another process made ``release`` SIGTERM it (any process of the releasing user).
     """
-    if not _procs.alive(keeper.pid, keeper.start):
-        return False
-    try:
-        if os.stat(f"/proc/{keeper.pid}").st_uid != os.geteuid():
-            return False
-    except OSError:
-        return False
-    argv = _procs.cmdline(keeper.pid)
-    if KEEPALIVE_ARGV0 not in argv:
+    argv = _command_line_if_ours(keeper)
+    if argv is None or KEEPALIVE_ARGV0 not in argv:
         return False
     at = argv.index(KEEPALIVE_ARGV0)
     if at < 2 or argv[at - 2] != "-c" or not argv[at - 1].startswith(KEEPALIVE_BOOT_PREFIX):
