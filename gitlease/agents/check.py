@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._util.text import printable_strict as printable
-from ..gitio.gitdirs import find_git_dir
+from ..gitio.gitdirs import find_git_dir, worktree_of
 from ..hooks import check as hookcheck
 from ..receipts import bindings as bindings_mod
 
@@ -32,14 +32,17 @@ REQUIRE_ADVICE = (
 
 
 class Worktree:
-    """The edited files of one worktree, relative to its top, and what stops their edit."""
+    """The edited files of one worktree, relative to its top, and what stops their edit;
+    ``internal``: edited files inside its git directory (its hooks, its config), shown as
+    the path given, judged by the worktree's claims but by no path scope."""
 
-    __slots__ = ("git_dir", "paths", "problems", "top")
+    __slots__ = ("git_dir", "internal", "paths", "problems", "top")
 
     def __init__(self, git_dir: Path, top: Path) -> None:
         self.git_dir = git_dir
         self.top = top
         self.paths: list[str] = []
+        self.internal: list[str] = []
         self.problems: list[str] = []
 
 
@@ -58,10 +61,12 @@ def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> lis
     return [*own, *foreign_scope_problems(git_dir, paths, store=opened[0] if opened else None)]
 
 
-def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:
+def locate(cwd: Path, path: str) -> tuple[Path, Path, str | None] | None:
     """(git dir, worktree top, path relative to the top) of the file ``path`` (relative to
-    ``cwd``); None when it lies in no git worktree (not gitlease's business) or inside a
-    git directory. The file need not exist: a new file's nearest existing folder decides."""
+    ``cwd``); None when it lies in no git worktree (not gitlease's business). A file inside
+    a worktree's git directory (its hooks, its config: what an agent whose claim lapsed
+    could change to slip past the checks) belongs to that worktree, with no path (None).
+    The file need not exist: a new file's nearest existing folder decides."""
     full = Path(os.path.realpath(cwd / path))
     folder = full.parent
     while not folder.is_dir():
@@ -72,14 +77,15 @@ def locate(cwd: Path, path: str) -> tuple[Path, Path, str] | None:
     if found is None:
         return None
     git_dir, top = found
-    if top is None:
-        return None
+    if top is None:  # inside a git directory: the worktree it serves, if any
+        top = worktree_of(git_dir)
+        return None if top is None else (git_dir, top, None)
     try:
         rel = full.relative_to(top)
     except ValueError:
         return None
     if rel.parts and rel.parts[0] == ".git":
-        return None
+        return git_dir, top, None
     return git_dir, top, rel.as_posix()
 
 
@@ -91,20 +97,47 @@ def worktrees(cwd: Path, paths: list[str]) -> list[Worktree]:
         if where is None:
             continue
         git_dir, top, rel = where
-        out.setdefault(git_dir, Worktree(git_dir, top)).paths.append(rel)
+        wt = out.setdefault(git_dir, Worktree(git_dir, top))
+        if rel is None:
+            wt.internal.append(path)
+        else:
+            wt.paths.append(rel)
     return list(out.values())
 
 
 def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
-    """The worktrees of ``paths`` whose edit must be denied, each with its problems."""
+    """The worktrees of ``paths`` whose edit must be denied, each with its problems.
+
+    A file in another worktree than the agent's own (``cwd``'s) that is bound to a claim
+    is that claim's holder's to edit: denied, whatever its claim's state (judged there, it
+    would pass as the holder's own edit)."""
+    here = find_git_dir(cwd)
+    own = here[0] if here is not None and here[1] is not None else None
+    found = worktrees(cwd, paths)
+    if here is not None and here[1] is not None:
+        # a git directory another worktree shares (the common hooks, the config): judged by
+        # this agent's own claims too, as an edit here
+        shared = [p for wt in found if wt.git_dir != here[0] for p in wt.internal]
+        if shared:
+            mine = next((wt for wt in found if wt.git_dir == here[0]), None)
+            if mine is None:
+                mine = Worktree(here[0], here[1])
+                found.append(mine)
+            mine.internal += shared
     denied = []
-    for wt in worktrees(cwd, paths):
+    for wt in found:
         try:
             wt.problems = problems(wt.git_dir, wt.paths, top=wt.top)
         except Exception as exc:  # fail closed on anything unexpected, as the commit check
             wt.problems = [
                 f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"
             ]
+        if own is not None and wt.git_dir != own and bindings_mod.bindings(wt.git_dir):
+            wt.problems.insert(
+                0,
+                "the file lies in another agent's worktree, which is bound to a claim: only "
+                "that worktree's agent edits it",
+            )
         if wt.problems:
             denied.append(wt)
     return denied
@@ -127,7 +160,7 @@ def deny_reason(denied: list[Worktree]) -> str:
     """What the model reads when its edit is denied: what is wrong, and the next step."""
     lines = []
     for wt in denied:
-        files = ", ".join(printable(p) for p in wt.paths) or "this file"
+        files = ", ".join(printable(p) for p in [*wt.paths, *wt.internal]) or "this file"
         top = printable(str(wt.top))
         lines.append(f"gitlease denied the edit of {files} in the worktree {top}:")
         lines += [f"  - {printable(p)}" for p in wt.problems]

@@ -267,6 +267,37 @@ def test_a_denial_escapes_what_the_harness_shows(cli, worktrees: tuple[Path, Pat
     assert "\u202e" not in reason and "\\u202e" in reason, reason
 
 
+def test_an_edit_inside_the_git_directory_is_judged_by_the_worktrees_claim(cli, repo: Path) -> None:
+    """A file inside ``.git`` (the commit hooks, the config) was no worktree's: an agent
+    whose claim lapsed could rewrite the hooks or unset ``gitlease.requireClaim``."""
+    prepare(repo)
+    command = installed_command(cli, repo, "claude-code")
+    lapse(cli, repo)
+    for inside in (".git/hooks/pre-commit", ".git/config"):
+        doc = json.loads(payload("claude-code-pretooluse-write.json", repo))
+        doc["tool_input"]["file_path"] = str(repo / inside)
+        reason = denial("claude-code", run_hook(command, json.dumps(doc), repo).stdout)
+        assert inside in reason and "expired" in reason, reason
+
+
+def test_a_file_in_another_agents_bound_worktree_is_denied(
+    cli, worktrees: tuple[Path, Path]
+) -> None:
+    """From worktree a, a file of worktree b, whose agent holds a live claim, passed as b's
+    own edit (b's claim is active and b's): only b's agent edits b's files."""
+    a, b = worktrees
+    prepare(a)
+    prepare(b)
+    assert cli("acquire", "agents/b", "--ttl", "10m", cwd=b).code == 0
+    command = installed_command(cli, a, "claude-code")
+    doc = json.loads(payload("claude-code-pretooluse-write.json", a))
+    doc["tool_input"]["file_path"] = str(b / "src" / "app.py")
+    reason = denial("claude-code", run_hook(command, json.dumps(doc), a).stdout)
+    assert "another agent's worktree" in reason and str(b) in reason, reason
+    doc["tool_input"]["file_path"] = str(a / "src" / "app.py")  # (its own: not gitlease's)
+    assert run_hook(command, json.dumps(doc), a).stdout == ""
+
+
 def test_a_file_outside_any_worktree_says_nothing(cli, repo: Path, tmp_path: Path) -> None:
     prepare(repo)
     command = installed_command(cli, repo, "claude-code")
