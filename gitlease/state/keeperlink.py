@@ -93,7 +93,9 @@ def key(env: dict[str, str]) -> str:
 def folder() -> Path:
     """This user's private folder for keepers (made 0700; STORE if it is not private)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime) and _is_private(Path(runtime), strict=False):
+    # (a runtime folder others can write is passed over: they could rename gitlease/ in it
+    # and put their own in its place between the check below and the keeper's start)
+    if runtime and os.path.isabs(runtime) and _is_private(Path(runtime), strict=True):
         path = Path(runtime) / "gitlease"
     else:
         state = os.environ.get("XDG_STATE_HOME") or os.path.join(

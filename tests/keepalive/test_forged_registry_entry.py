@@ -100,3 +100,29 @@ def test_a_link_planted_at_the_keepers_pidfile_is_never_followed(repo: Path, tmp
         watched.kill()
         watched.wait()
         shutil.rmtree(run, ignore_errors=True)
+
+
+def test_a_runtime_folder_others_can_write_is_passed_over(repo: Path, tmp_path) -> None:
+    """``$XDG_RUNTIME_DIR`` was taken when it was this user's, even open to others: another
+    user could rename its ``gitlease/`` folder and put one of theirs in its place. The
+    keeper's files then go to the private state folder instead."""
+    import shutil
+    import tempfile
+
+    run = Path(tempfile.mkdtemp(prefix="gl-run-", dir="/tmp"))
+    run.chmod(0o777)
+    state = Path(tempfile.mkdtemp(prefix="gl-state-", dir="/tmp"))
+    env = {"XDG_RUNTIME_DIR": str(run), "XDG_STATE_HOME": str(state)}
+    watched = subprocess.Popen(["sleep", "600"])
+    try:
+        assert run_cli("acquire", "k/5", "--ttl", "1m", cwd=repo, env=env).code == 0
+        kept = run_cli("keepalive", "k/5", "--while-pid", str(watched.pid), cwd=repo, env=env)
+        assert kept.code == 0, kept
+        assert not (run / "gitlease").exists(), "the keeper used a folder others can write"
+        assert list((state / "gitlease" / "run").glob("keeper-*.sock"))
+        assert run_cli("release", "k/5", cwd=repo, env=env).code == 0
+    finally:
+        watched.kill()
+        watched.wait()
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
