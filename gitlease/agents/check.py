@@ -112,18 +112,18 @@ def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
     is that claim's holder's to edit: denied, whatever its claim's state (judged there, it
     would pass as the holder's own edit)."""
     here = find_git_dir(cwd)
-    own = here[0] if here is not None and here[1] is not None else None
+    own_top = here[1] if here is not None else None
+    own = here[0] if here is not None and own_top is not None else None
     found = worktrees(cwd, paths)
-    if here is not None and here[1] is not None:
-        # a git directory another worktree shares (the common hooks, the config): judged by
-        # this agent's own claims too, as an edit here
-        shared = [p for wt in found if wt.git_dir != here[0] for p in wt.internal]
-        if shared:
-            mine = next((wt for wt in found if wt.git_dir == here[0]), None)
-            if mine is None:
-                mine = Worktree(here[0], here[1])
-                found.append(mine)
-            mine.internal += shared
+    # a git directory another worktree shares (the common hooks, the config): judged by this
+    # agent's own claims too, as an edit here
+    shared = [p for wt in found if wt.git_dir != own for p in wt.internal]
+    if own is not None and own_top is not None and shared:
+        mine = next((wt for wt in found if wt.git_dir == own), None)
+        if mine is None:
+            mine = Worktree(own, own_top)
+            found.append(mine)
+        mine.internal += shared
     denied = []
     for wt in found:
         try:

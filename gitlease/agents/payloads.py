@@ -30,7 +30,8 @@ _CLAUDE_EDITS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_p
                  "NotebookEdit": "notebook_path"}  # fmt: skip
 _GEMINI_EDITS = {"write_file": "file_path", "replace": "file_path"}
 _PRE_EDIT = {"claude-code": "PreToolUse", "codex": "PreToolUse", "gemini": "BeforeTool"}
-_PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+#: (as a trimmed line starts: the path follows, after white space Codex trims too)
+_PATCH_HEADERS = ("*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:")
 
 
 class Event:
@@ -119,8 +120,8 @@ def patch_paths(text: str) -> list[str]:
     for raw in text.split("\n"):
         line = raw.strip()
         for header in _PATCH_HEADERS:
-            if line.startswith(header.rstrip()):
-                path = line[len(header.rstrip()) :].strip()
+            if line.startswith(header):
+                path = line[len(header) :].strip()
                 if path not in found:
                     found.append(path)
     return found

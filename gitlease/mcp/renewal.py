@@ -79,7 +79,7 @@ class Renewals:
         """Stop renewing ``resource`` (it was released, or lost)."""
         self.pause(resource)
 
-    def pause(self, resource: str) -> object | None:
+    def pause(self, resource: str) -> _Kept | None:
         """Stop renewing ``resource`` while the agent releases it (no renewal races the
         release); what :meth:`resume` takes to renew it again if the release failed."""
         with self._cond:
@@ -87,10 +87,8 @@ class Renewals:
             self._cond.notify()
             return entry
 
-    def resume(self, paused: object | None) -> None:
+    def resume(self, paused: _Kept) -> None:
         """Renew again what :meth:`pause` took, unless the claim was kept anew meanwhile."""
-        if not isinstance(paused, _Kept):
-            return
         with self._cond:
             self._kept.setdefault(paused.resource, paused)
             self._cond.notify()
