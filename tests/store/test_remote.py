@@ -382,8 +382,12 @@ def test_history_across_two_hosts_under_kills_pauses_and_gc(tmp_path: Path) -> N
     assert stats.kills > 10 and stats.pauses > 5 and stats.gcs > 5
     assert stats.ok > 40, "the clients made progress"
     for resource in ("res/0", "res/1", "res/2", "res/3"):  # claims passed between the hosts
-        boots = {c.record.boot_id for c in records(open_store(server, remote=""), resource)}
+        history = records(open_store(server, remote=""), resource)
+        boots = {c.record.boot_id for c in history}
         assert len(boots) == 2, (resource, boots)
+        # every claim of the run has its TTL: one left by a client killed inside `exec`
+        # must not hold the others off past the run (exec once took the default 15 minutes)
+        assert {c.record.ttl_ms for c in history} == {1000}, resource
     for op in harness.OPERATIONS:
         assert stats.by_op[op] > 0, op
     for prop in harness.PROPERTIES:

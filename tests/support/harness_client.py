@@ -116,9 +116,11 @@ class Client:
         return {"claims": [self._claim(c) for c in got.claims]}
 
     def op_exec(self, r: str) -> dict[str, object]:
-        mine = self.receipt(r) if self.owned(r)[0] else None  # else exec acquires itself
+        mine = self.receipt(r) if self.owned(r)[0] else None  # else exec acquires itself,
+        # for the run's TTL: a client killed while its command runs must leave a claim the
+        # others can take over within the run, not one of the default 15 minutes
         code = guarded.run_guarded(
-            self.store, ["sleep", str(round(self.ttl / 3, 2))], r, receipt=mine
+            self.store, ["sleep", str(round(self.ttl / 3, 2))], r, receipt=mine, ttl=f"{self.ttl}s"
         )
         return {"exit": code}
 
