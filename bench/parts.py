@@ -29,7 +29,6 @@ import builtins  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 spent = {"imports": 0.0, "git": 0.0, "git_calls": 0, "libgit2": 0.0, "keeper": 0.0}
@@ -56,31 +55,48 @@ def _timed_import(real):  # type: ignore[no-untyped-def]
             spent["imports"] += time.perf_counter() - started
             spent["cpu_imports"] += time.process_time() - cpu
             _depth[0] -= 1
+            _patch_when_imported()
 
     return call
 
 
 builtins.__import__ = _timed_import(builtins.__import__)
 importlib.import_module = _timed_import(importlib.import_module)
-_run = subprocess.run
 
 
-def _timed_run(args, *rest, **kwargs):  # type: ignore[no-untyped-def]
-    started, cpu = time.perf_counter(), _children_cpu()
-    try:
-        return _run(args, *rest, **kwargs)
-    finally:
-        if args and args[0] == "git":
-            spent["git"] += time.perf_counter() - started
-            spent["git_calls"] += 1
-            if "push" in args[:2]:
-                spent["cpu_push"] += _children_cpu() - cpu
-                spent["pushes"] += 1
-            else:
-                spent["cpu_git"] += _children_cpu() - cpu
+def _time_git_processes(subprocess) -> None:  # type: ignore[no-untyped-def]
+    """Every ``git`` process, however started (``run`` and streaming ``Popen`` alike: a
+    listing reads ``git for-each-ref`` as it writes), from its start to the wait that
+    reaps it. Patched once gitlease imports ``subprocess``, so that its import still
+    counts as an import of the command's own."""
+
+    class TimedPopen(subprocess.Popen):  # type: ignore[misc,name-defined]
+        def __init__(self, args, *rest, **kwargs):  # type: ignore[no-untyped-def]
+            self._bench = (time.perf_counter(), _children_cpu())
+            self._bench_git = bool(args) and args[0] == "git"
+            self._bench_push = self._bench_git and "push" in args[:2]
+            super().__init__(args, *rest, **kwargs)
+
+        def wait(self, timeout=None):  # type: ignore[no-untyped-def]
+            code = super().wait(timeout)
+            if self._bench_git and self._bench is not None:
+                started, cpu = self._bench
+                self._bench = None
+                spent["git"] += time.perf_counter() - started
+                spent["git_calls"] += 1
+                key = "cpu_push" if self._bench_push else "cpu_git"
+                spent[key] += _children_cpu() - cpu
+                spent["pushes"] += self._bench_push
+            return code
+
+    subprocess.Popen = TimedPopen
 
 
-subprocess.run = _timed_run
+def _patch_when_imported() -> None:
+    module = sys.modules.get("subprocess")
+    if module is not None and not getattr(module, "_bench_patched", False):
+        module._bench_patched = True
+        _time_git_processes(module)
 
 
 def _timed_write() -> None:

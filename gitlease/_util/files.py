@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import fcntl
 import os
-import threading
 import time
+from _thread import _local  # threading.local itself, without threading's import
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -29,7 +29,7 @@ STALE_LOCK_SECONDS = 3.0
 #: A lock dated further in the future than this means the clock went back: it is stale too.
 _FUTURE_SLACK_SECONDS = 1.0
 
-_HELD = threading.local()  # path -> descriptor of the flocks this thread holds
+_HELD = _local()  # path -> descriptor of the flocks this thread holds
 
 
 def atomic_write(

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import json
 from pathlib import Path
 
+from .._util.digest import sha256
 from .._util.files import atomic_write
 from ..errors import StoreError
 from ..gitio import layout
@@ -68,7 +68,7 @@ def _write_manifest(git_dir: Path, harness: str, doc: Doc) -> None:
 
 
 def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

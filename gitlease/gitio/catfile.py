@@ -19,16 +19,18 @@ process is stopped and the ids not answered yet are asked afresh one at a time.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ..errors import StoreError
 from .gitread import OID, git_env
 from .objects import LooseObjects
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: What a pipe holds whatever its size (one page): written at once, it never blocks.
 _PAGE = 4096
@@ -153,6 +155,8 @@ class BatchReader:
         return found
 
     def _start(self) -> subprocess.Popen[bytes]:
+        import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
+
         if self._proc is None:
             try:
                 self._proc = subprocess.Popen(
@@ -180,6 +184,8 @@ class BatchReader:
             stdin.close()
         with suppress(OSError):
             stdout.close()
+        import subprocess
+
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -9,9 +9,10 @@ asks here, so that the layout is written in one place. No pygit2, no click: the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
+
+from .._util.digest import sha256
 
 #: The folder gitlease owns in every git directory it uses.
 FOLDER = "worklease"
@@ -26,7 +27,7 @@ def ref_digest(ref: str) -> str:
     """The name of a resource's own file (guard, high-water mark, floor): 40 hex digits of the
     SHA-256 of its ref (a ref's bytes may not make a file name; a name that is not UTF-8
     keeps its bytes as surrogates)."""
-    return hashlib.sha256(ref.encode("utf-8", "surrogateescape")).hexdigest()[:40]
+    return sha256(ref.encode("utf-8", "surrogateescape")).hexdigest()[:40]
 
 
 def _in_folder(*parts: str) -> Callable[[Path], Path]:

@@ -24,11 +24,12 @@ SHA-256) answers None, and the caller asks git, which reads every form.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
 from pathlib import Path
 from types import TracebackType
+
+from .._util.digest import sha1
 
 #: A larger object is left to git (a claim record is under a kilobyte; this only bounds
 #: what a forged object could make this process inflate).
@@ -113,7 +114,7 @@ def read_blob_ref(git_dir: Path, ref: str) -> tuple[str, bytes] | None:
     if found is None or found[0] != "blob":
         return None
     body = found[1]
-    digest = hashlib.sha1(b"blob %d\0" % len(body), usedforsecurity=False)
+    digest = sha1(b"blob %d\0" % len(body))
     digest.update(body)
     if digest.hexdigest() != oid:
         return None

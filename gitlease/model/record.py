@@ -23,12 +23,12 @@ so the commit hook's path stays lean.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from .._util.digest import sha1, sha256
 from .._util.value import Factory, Value
 from ..errors import CorruptRecordError
 from .fields import MAX_INT as MAX_INT  # (every number's bound; callers read it from here too)
@@ -324,7 +324,7 @@ def blob_oid(data: bytes, length: int = 40) -> str:
     Computed here, never taken from git's word: an object file of a store can
     be replaced under its name, and git does not hash again what it reads.
     """
-    digest = hashlib.sha256 if length == 64 else hashlib.sha1
+    digest = sha256 if length == 64 else sha1
     return digest(b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -346,7 +346,7 @@ class SigningKey:
     def _init(self, token: str) -> None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        seed = hashlib.sha256(_KEY_CONTEXT + token.encode("utf-8")).digest()
+        seed = sha256(_KEY_CONTEXT + token.encode("utf-8")).digest()
         self._key = Ed25519PrivateKey.from_private_bytes(seed)
         # public_bytes_raw(): the serialization module would cost ~20 ms of imports
         self.public_hex = self._key.public_key().public_bytes_raw().hex()

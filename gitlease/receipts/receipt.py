@@ -14,13 +14,13 @@ commit hook uses it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .._util.digest import sha256
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
@@ -135,7 +135,7 @@ def _str(text: str | None) -> str:
 
 def resource_key(ref: str) -> str:
     """Short stable file-name stem for a resource's receipts and binding."""
-    return hashlib.sha256(ref.encode("utf-8")).hexdigest()[:16]
+    return sha256(ref.encode("utf-8")).hexdigest()[:16]
 
 
 def check_directory(directory: Path, what: str = "receipt directory") -> None:

@@ -23,7 +23,6 @@ refused, not trusted.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
@@ -34,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._util.digest import sha256
 from .._util.value import Value
 from ..errors import StoreError
 
@@ -87,7 +87,7 @@ def key(env: dict[str, str]) -> str:
     )
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # gitlease/
     doc = [PROTOCOL, sys.executable, package, named]
-    return hashlib.sha256(json.dumps(doc).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return sha256(json.dumps(doc).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def folder() -> Path:

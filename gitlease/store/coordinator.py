@@ -20,7 +20,6 @@ made it and when (``gitlease where``, ``gitlease remote show``).
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,8 @@ from ..gitio.gitread import git_env
 from .projects import identify, normalize_url, read_config
 
 if TYPE_CHECKING:
+    import subprocess
+
     from .base import Location
 
 REMOTE_ENV = "GITLEASE_REMOTE"
@@ -217,6 +218,8 @@ def _recorded(store: Path) -> str:
 
 
 def _git_config(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
+
     try:
         return subprocess.run(
             ["git", "config", "--file", str(store / "config"), *args],
@@ -234,6 +237,8 @@ def _configured(git_dir: Path) -> str:
     Always asked (a few milliseconds): a store that missed its remote would decide
     alone, and judge other hosts' records by the rules of a single host.
     """
+    import subprocess
+
     env = git_env()
     try:
         result = subprocess.run(

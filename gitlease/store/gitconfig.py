@@ -39,7 +39,6 @@ same clock tick as its read no later than a command started at that moment would
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -48,6 +47,7 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
 
+from .._util.digest import sha256
 from .._util.files import atomic_write
 from ..errors import StoreError
 from ..gitio.gitread import git_env
@@ -357,4 +357,4 @@ def _digest(git_dir: Path, pattern: str, git: str | None) -> str:
         "git": _build(git),
         "home": os.path.expanduser("~"),
     }
-    return hashlib.sha256(json.dumps(key).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return sha256(json.dumps(key).encode("utf-8", "surrogateescape")).hexdigest()[:32]

@@ -10,10 +10,9 @@ rest through one ``git cat-file --batch`` stream).
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from ..gitio.catfile import BatchReader, Found
@@ -30,8 +29,11 @@ from ..model.bootclock import stamp_foreign
 from ..model.refname import PREFIX
 from .base import BlobRead
 
+if TYPE_CHECKING:
+    import subprocess
+
 #: One ``git`` call in the store: its arguments, and what is written to its input.
-Git = Callable[..., subprocess.CompletedProcess[bytes]]
+Git = Callable[..., "subprocess.CompletedProcess[bytes]"]
 
 
 def snapshot(ref: str, oid: str, found: Found) -> Snapshot:
@@ -128,6 +130,9 @@ def _listed_ids(git_dir: Path, prefix: str, batch: int, errors: list[bytes]) -> 
     """``git for-each-ref``'s lines of ``%(objectname) %(refname) %(symref)``, a batch at
     a time as git writes them (what git said on stderr, appended to ``errors``; STORE
     if it failed: nothing read before then is to be used)."""
+    import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
+    import tempfile
+
     fmt = "--format=%(objectname) %(refname) %(symref)"
     with tempfile.TemporaryFile() as stderr:  # (a pipe could fill and stall git)
         try:

@@ -16,12 +16,12 @@ git counts them.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
+from .._util.digest import sha256
 from .._util.value import Value
 from ..gitio.gitdirs import repository_for
 from . import gitconfig
@@ -222,5 +222,5 @@ def store_name(identity: str) -> str:
     """The directory name of a project's store: readable, and unique by a hash."""
     slug = re.sub(r"[^a-z0-9._-]+", "-", identity.lower().removeprefix("file://"))
     slug = slug.strip("-.")[:60].rstrip("-.") or "project"
-    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:12]
+    digest = sha256(identity.encode("utf-8")).hexdigest()[:12]
     return f"{slug}-{digest}.git"
