@@ -19,8 +19,8 @@ docs/reference/python-api.md.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
+from ._util import TYPE_CHECKING
 from .errors import (
     AmbiguousError,
     CompareAndSwapFailed,
@@ -67,6 +67,9 @@ if TYPE_CHECKING:
     from .store.base import Store as Store
     from .store.location import open_store as open_store
     from .store.remote import RemoteStore as RemoteStore
+
+if TYPE_CHECKING:  # (not a public name)
+    from typing import Any
 
 __version__ = "0.2.0"
 

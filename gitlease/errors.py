@@ -7,7 +7,10 @@ which failure means what to a caller.
 
 from __future__ import annotations
 
-from typing import Any
+from ._util import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class GitleaseError(Exception):

@@ -13,15 +13,18 @@ without them), ``hashlib`` serves. Hashing whole files (``replace-file``) stays 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
+from . import TYPE_CHECKING
 
-class Hash(Protocol):
-    """What gitlease asks of a hash object."""
+if TYPE_CHECKING:
+    from typing import Protocol
 
-    def update(self, data: bytes, /) -> None: ...
-    def digest(self) -> bytes: ...
-    def hexdigest(self) -> str: ...
+    class Hash(Protocol):
+        """What gitlease asks of a hash object."""
+
+        def update(self, data: bytes, /) -> None: ...
+        def digest(self) -> bytes: ...
+        def hexdigest(self) -> str: ...
 
 
 def _constructor(modules: tuple[str, ...], name: str) -> Callable[[bytes], Hash]:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
 
-V = TypeVar("V", bound="Value")
+from . import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, TypeVar
+
+    V = TypeVar("V", bound="Value")
 
 
 @contextmanager

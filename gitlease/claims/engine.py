@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from typing import TypeVar
 
+from .._util import TYPE_CHECKING
 from ..errors import CompareAndSwapFailed, GitleaseError, LostError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, holder_remaining_ms, judge
@@ -33,11 +33,16 @@ from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.base import Store
 from . import ownership
 
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
+
 #: How often a decision is made again when the ref keeps moving under it.
 CAS_ATTEMPTS = 5
 #: How long a write of one's own claim waits for the guard (an acquire: 2 seconds).
 OWNED_GUARD_WAIT_SECONDS = 10.0
-T = TypeVar("T")
 
 
 # ------------------------------------------------------------------ guards and retries

@@ -15,8 +15,8 @@ import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .._util import TYPE_CHECKING
 from .._util.files import mtime
 from ..errors import (
     CorruptRecordError,

@@ -14,14 +14,15 @@ import os
 import re
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.files import atomic_write
 from .._util.value import Value
 from . import layout
 
 if TYPE_CHECKING:  # (the commit check runs no git process: it never loads subprocess)
     import subprocess
+    from typing import Any, ClassVar
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = "0" * 40

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .._util import TYPE_CHECKING
 from .._util import testing as _testing
 from ..errors import GitleaseError
 from ..receipts import bindings as bindings_mod

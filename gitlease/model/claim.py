@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.text import printable
 from .._util.value import Value
 from ..errors import CorruptRecordError, HeldError, UsageError
@@ -28,6 +28,8 @@ from .record import COORDINATION_ONLY, GUARDED, RELEASED, Record, blob_oid, pars
 from .refname import decode
 
 if TYPE_CHECKING:  # (the hook reads claims and never a keeper: one module fewer)
+    from typing import Any, ClassVar
+
     from .keeper import Keeper
 
 GUARANTEES = {

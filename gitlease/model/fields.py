@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
+from .._util import TYPE_CHECKING
 from .._util.text import UNPRINTABLE
 from ..errors import CorruptRecordError, UsageError
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 _WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
 _HEX = re.compile(r"[0-9a-f]+")

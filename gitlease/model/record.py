@@ -26,13 +26,17 @@ import base64
 import os
 import re
 from functools import lru_cache
-from typing import Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.digest import sha1, sha256
 from .._util.value import Factory, Value
 from ..errors import CorruptRecordError
 from .fields import MAX_INT as MAX_INT  # (every number's bound; callers read it from here too)
 from .fields import PATTERNS, format_paths, format_value, parse_paths, parse_value, real_time
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 MAGIC = "gitlease-claim v1"
 HELD = "held"

@@ -21,8 +21,8 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
@@ -37,6 +37,10 @@ from .receipt import (
     working_copy_of,
 )
 from .receipt import read as read_receipt
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 _HEX = frozenset("0123456789abcdef")
 

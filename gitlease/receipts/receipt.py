@@ -18,13 +18,17 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.digest import sha256
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
 from ..gitio import layout
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 RECEIPT_ENV = "GITLEASE_RECEIPT"
 _VERSION = 1

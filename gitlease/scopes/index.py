@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.value import Value
 from ..errors import CorruptRecordError
 from ..gitio import layout
@@ -38,6 +38,10 @@ from ..model.refname import LEAF_SUFFIX, PREFIX, SCOPES_INDEX_REF
 from ..model.sightings import Sightings
 from ..store.base import Store
 from .wildmatch import MAX_PATTERN_CHARS
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 VERSION = 1
 

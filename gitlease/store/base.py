@@ -27,8 +27,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
+from .._util import TYPE_CHECKING
 from .._util.files import STALE_LOCK_SECONDS, is_stale, lock_age
 from .._util.value import Value
 from ..errors import AmbiguousError, StoreError
@@ -37,6 +37,8 @@ from ..model.refname import PREFIX
 from ..state import guards
 
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
     from .projects import RepoConfig
 
 #: One update of :meth:`Store.compare_and_swap_many`: (ref, expected object id or None, bytes).

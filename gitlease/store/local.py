@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
 
+from .._util import TYPE_CHECKING
 from .._util import sharing as perms
 from ..errors import StoreError
 from ..gitio.gitread import SYMBOLIC, UNREADABLE_OID, Snapshot, git_env, is_symbolic
@@ -32,6 +32,7 @@ from .base import BlobRead, Location, Store, Update
 
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
     from .transaction import Writer
 

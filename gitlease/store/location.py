@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
+from .._util import TYPE_CHECKING
 from ..errors import StoreError, UsageError
 from ..gitio.gitdirs import common_dir, find_git_dir, looks_like_git_dir, require_utf8
 from ..gitio.gitread import git_env
 from .base import Location, Store
 from .local import LocalStore
 from .projects import identify, read_config, store_name
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 PER_USER_REASON = "per-user store (no git repository here)"
 PROJECT_REASON = "the store shared by every clone of"

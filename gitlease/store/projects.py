@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
+from .._util import TYPE_CHECKING
 from .._util.digest import sha256
 from .._util.value import Value
 from ..gitio.gitdirs import repository_for
 from . import gitconfig
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
 
 #: The keys one ``git config`` call reads for locating a store, for reaching its remote, and
 #: for the commit hooks (``gitlease.trailers``, ``gitlease.requireClaim``).
