@@ -1,13 +1,15 @@
-"""SHA-1 and SHA-256 of short inputs, from CPython's own implementations.
+"""SHA-1 and SHA-256 without loading OpenSSL in a short process.
 
 ``import hashlib`` loads OpenSSL's library and tries every algorithm it offers: 3-4 ms a
-process on the test machine, more than a tenth of the commit check's own time. gitlease
-hashes only short texts (a record's bytes for its object id, a ref for a file name, a path
-for the store's name), so it uses the interpreter's built-in modules, which load in a
-fraction of a millisecond and give the same digests (about 2.5 µs slower a 700-byte
-record: 0.25 s over a listing of 100,000). Where they are missing (an interpreter built
-without them), ``hashlib`` serves. Hashing whole files (``replace-file``) stays with
-``hashlib``, which is faster on long inputs.
+process on the test machine, more than a tenth of the commit check's own time. A short
+process (the commit check, a read, a write) hashes a few short texts: a record's bytes for
+its object id, a ref for a file name, a path for the store's name. It gets them from the
+interpreter's built-in modules, which load in a fraction of a millisecond and give the same
+digests. They are slower on bulk (about 2.5 µs more a 700-byte record), so a process that
+hashes many (a listing of thousands of records reads each one's id) turns to ``hashlib``
+after :data:`SWITCH_AFTER` digests, when OpenSSL's load has paid for itself. Where the
+built-in modules are missing (an interpreter built without them), ``hashlib`` serves at once.
+Whole files (``replace-file``) are hashed with ``hashlib`` directly.
 """
 
 from __future__ import annotations
@@ -27,17 +29,34 @@ if TYPE_CHECKING:
         def hexdigest(self) -> str: ...
 
 
+#: Digests made with the built-in modules before a process turns to ``hashlib``'s: about
+#: 1,500 of them pay for OpenSSL's load.
+SWITCH_AFTER = 1500
+
+
 def _constructor(modules: tuple[str, ...], name: str) -> Callable[[bytes], Hash]:
+    builtin: Callable[[bytes], Hash] | None = None
     for module in modules:  # (CPython 3.12 renamed _sha256 to _sha2)
         try:
-            found: Callable[[bytes], Hash] = getattr(__import__(module), name)
+            builtin = getattr(__import__(module), name)
         except (ImportError, AttributeError):
             continue
-        return found
-    import hashlib
+        break
+    fast: list[Callable[[bytes], Hash]] = []  # hashlib's, once in use
+    made = [0]
 
-    fallback: Callable[[bytes], Hash] = getattr(hashlib, name)
-    return fallback
+    def make(data: bytes) -> Hash:
+        if fast:
+            return fast[0](data)
+        made[0] += 1
+        if builtin is None or made[0] > SWITCH_AFTER:
+            import hashlib
+
+            fast.append(getattr(hashlib, name))
+            return fast[0](data)
+        return builtin(data)
+
+    return make
 
 
 sha1 = _constructor(("_sha1",), "sha1")

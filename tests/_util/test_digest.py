@@ -28,3 +28,17 @@ def test_they_do_not_load_hashlib() -> None:
     probe = "import sys, gitlease._util.digest as d; d.sha1(b''); print('hashlib' in sys.modules)"
     got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert got.stdout.strip() == "False"
+
+
+def test_a_process_that_hashes_many_turns_to_hashlib() -> None:
+    probe = (
+        "import sys, hashlib as h; del sys.modules['hashlib']\n"  # (pytest's may be loaded)
+        "import gitlease._util.digest as d\n"
+        "first = [d.sha1(b'%d' % i).hexdigest() for i in range(d.SWITCH_AFTER)]\n"
+        "print('hashlib' in sys.modules)\n"
+        "after = d.sha1(b'x').hexdigest()\n"
+        "print('hashlib' in sys.modules, after == h.sha1(b'x').hexdigest())\n"
+        "print(first == [h.sha1(b'%d' % i).hexdigest() for i in range(d.SWITCH_AFTER)])\n"
+    )
+    got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert got.stdout.split("\n")[:3] == ["False", "True True", "True"], got.stdout
