@@ -8,7 +8,6 @@ import functools
 import io
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from importlib import import_module
 from typing import Any, ClassVar
@@ -233,6 +232,8 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
         return _output_failed(OutputFailed(exc))
     except Exception as exc:  # a bug: message, no traceback unless --debug
         if _given(opts, args, "debug"):
+            import traceback  # (2 ms a command that would never use it)
+
             traceback.print_exc()
         bug = GitleaseError(f"unexpected error: {type(exc).__name__}: {exc}")
         return _fail(bug, _given(opts, args, "json"))

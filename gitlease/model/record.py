@@ -22,7 +22,6 @@ so the commit hook's path stays lean.
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 from functools import lru_cache
@@ -338,6 +337,8 @@ def _random_hex(size: int) -> str:
 
 def new_token() -> str:
     """A fresh 256-bit bearer token, in a form secret scanners recognise."""
+    import base64  # (writes only: the reads and the commit check never load it)
+
     return TOKEN_PREFIX + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
 
 

@@ -33,8 +33,6 @@ validity, and the absence of case-fold and file/directory conflicts.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 from ..errors import UsageError
@@ -150,6 +148,8 @@ def encode(resource: str) -> str:
 
 
 def _compact(resource: str) -> str:
+    import base64  # (long names only: the common path never loads it)
+
     body = base64.b32encode(resource.encode("utf-8")).decode("ascii").rstrip("=").lower()
     pieces = [body[i : i + CHUNK] for i in range(0, len(body), CHUNK)]
     components = [COMPACT, *(piece + CONTINUATION for piece in pieces[:-1]), pieces[-1]]
@@ -194,9 +194,11 @@ def _decode_compact(ref: str, components: list[str]) -> str:
             raise UsageError(f"{ref!r} is not a gitlease ref")
         body.append(piece)
     text = "".join(body).upper()
+    import base64
+
     try:
         return base64.b32decode(text + "=" * (-len(text) % 8)).decode("utf-8")
-    except (binascii.Error, ValueError):  # a bad length, or not UTF-8
+    except ValueError:  # a bad length (binascii.Error), or not UTF-8
         raise UsageError(f"{ref!r} is not a gitlease ref") from None
 
 
