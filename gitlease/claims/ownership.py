@@ -75,7 +75,7 @@ def load_receipt(
     if explicit is not None:
         rec = receipts_mod.read(explicit)
         _same_store(store, rec)
-        return rec, _pick_claim(rec, resource)
+        return rec, with_written_oid(store, _pick_claim(rec, resource))
     directory = _checked_dir(store)
     if resource is None:
         return _only_receipt(store, directory)
@@ -158,8 +158,8 @@ def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
     """The one single-claim receipt here with a live token (else the newest released one,
     so that a retried ``release`` without a resource answers success)."""
     live, spent = _receipts_here(store, directory, bundles=False)
-    if len(live) == 1:
-        return live[0], live[0].claims[0]
+    if len(live) == 1:  # (the binding's id spares the signature check, as for a resource)
+        return live[0], with_written_oid(store, live[0].claims[0])
     if not live and spent:
         newest = max(spent, key=lambda r: mtime(r.path))
         return newest, newest.claims[0]

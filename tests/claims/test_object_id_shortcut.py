@@ -50,6 +50,15 @@ def test_check_of_our_own_record_needs_no_cryptography(cli, repo: Path) -> None:
     assert probe(repo, "cli", "check", R) == {"code": 0, "crypto": []}
 
 
+def test_check_without_a_resource_takes_the_shortcut_too(cli, repo: Path) -> None:
+    """``gitlease check`` alone (the one receipt here) and ``--receipt`` name the same claim
+    as ``check R``: the binding's id serves them too."""
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    assert probe(repo, "cli", "check") == {"code": 0, "crypto": []}
+    explicit = probe(repo, "cli", "check", "--receipt", str(receipt_of(doc)))
+    assert explicit == {"code": 0, "crypto": []}
+
+
 def test_without_a_binding_check_verifies(cli, repo: Path) -> None:
     assert cli("acquire", R, "--ttl", "5m", "--no-bind").code == 0
     got = probe(repo, "cli", "check", R)
