@@ -12,11 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._util.value import Value
-from ..claims import acquire as acquisition
 from ..claims import engine as core
-from ..claims import firstfree, ownership, request
-from ..claims.request import AcquireOptions
-from ..claims.waiting import Waiting
+from ..claims import ownership, request
 from ..errors import UsageError
 from ..model.claim import Claim
 from ..receipts import bindings as bindings_mod
@@ -27,6 +24,9 @@ from ..store.base import Store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from ..claims.request import AcquireOptions
+    from ..claims.waiting import Waiting
 
 _T = TypeVar("_T")
 
@@ -66,6 +66,8 @@ def acquire(
     when one overlaps a live claim's scope on another resource). ``on_wait`` is called with a
     :class:`~gitlease.claims.waiting.Waiting` between ``wait`` retries.
     """
+    from ..claims import acquire as acquisition  # (check, heartbeat, release never load it)
+
     asked = request.acquire_request([resource], worktree=store.location.worktree, **options)
     claims, rec = acquisition.acquire_claims(store, asked, on_wait=on_wait)
     return Acquired(claims[0], rec)
@@ -86,6 +88,8 @@ def acquire_first_free(
     ``skipped``). HELD when none can be taken, with ``exc.claims`` naming each
     candidate; with ``wait``, waits until one can. ``options`` as for :func:`acquire`.
     """
+    from ..claims import firstfree
+
     asked = request.first_free_request(candidates, worktree=store.location.worktree, **options)
     claim, rec, skipped = firstfree.acquire_first_free(store, asked, on_wait=on_wait)
     return Acquired(claim, rec, tuple(skipped))
