@@ -195,15 +195,11 @@ def free(store: Store, resources: Iterable[str]) -> list[Claim]:
     wanted = [validate_resource(r) for r in resources]
     if wanted:
         store.refresh()
-    by_ref = {s.ref: s for s in store.read_all()} if wanted else {}
-    asked: dict[str, Snapshot] = {}
     names: dict[str, str] = {}
     for resource in wanted:
-        ref = encode(resource)
-        if ref not in asked:
-            asked[ref] = by_ref.get(ref, Snapshot(ref, None, None))
-            names[ref] = resource
-    claims = _judged(store, list(asked.values()), names)
+        names.setdefault(encode(resource), resource)
+    # (a few names: each read from its files; many: two git calls, whatever their number)
+    claims = _judged(store, store.read_many(list(names)), names)
     out = [
         c
         for c in claims

@@ -131,6 +131,21 @@ def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
     return _scan(git_dir, data_bytes, name, ref, ident, sha256)
 
 
+def surely_absent(git_dir: Path, ref: str) -> bool:
+    """Whether the repository at ``git_dir`` holds no ``ref``, known without running git: no
+    file or link at its name, and a ``packed-refs`` that is well formed and names it nowhere
+    (:func:`packed_refs_problem`). A ``reftable/`` folder (git's other ref backend, which keeps
+    no ref files) or anything unusual leaves the answer to git (False)."""
+    if not ref.startswith("refs/") or "\0" in ref or "/." in ref:
+        return False
+    try:
+        if os.path.lexists(git_dir / ref) or os.path.isdir(git_dir / "reftable"):
+            return False
+    except (OSError, ValueError):
+        return False
+    return packed_refs_problem(git_dir, ref) is None
+
+
 def has_ref(git_dir: Path, ref: str) -> bool:
     """Whether the repository at ``git_dir`` seems to hold ``ref``, without running git: its
     loose file, or a line of ``packed-refs`` naming it (a quick look for a cheap "no"; a

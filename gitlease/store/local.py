@@ -3,9 +3,11 @@ claim records, written through libgit2 reference transactions.
 
 Two ways in, one store:
 
-* Reads that only look (``show``, ``list``, ``free``, the commit hook) use plain ``git``
-  (one call for one ref) and never import pygit2, which costs more than the whole read
-  (docs/performance.md). The reads of many refs are in :mod:`gitlease.store.listing`.
+* Reads that only look (``show``, ``list``, ``free``, the commit hook) never import pygit2,
+  which costs more than the whole read (docs/performance.md): a ref and its object that are
+  loose are read from their files, and so is a ref that is absent; anything else is asked
+  of plain ``git`` (one call for one ref). The reads of many refs are in
+  :mod:`gitlease.store.listing`.
 * Writes open the repository with pygit2 (:mod:`gitlease.store.transaction`) and change a
   ref only through :meth:`LocalStore.compare_and_swap_many`: lock the refs, re-read them
   while holding the locks, compare with what the caller observed, set, commit.
@@ -24,7 +26,14 @@ from contextlib import contextmanager
 from .._util import TYPE_CHECKING
 from .._util import sharing as perms
 from ..errors import StoreError
-from ..gitio.gitread import SYMBOLIC, UNREADABLE_OID, Snapshot, git_env, is_symbolic
+from ..gitio.gitread import (
+    SYMBOLIC,
+    UNREADABLE_OID,
+    Snapshot,
+    git_env,
+    is_symbolic,
+    surely_absent,
+)
 from ..gitio.objects import read_blob_ref
 from ..model.bootclock import stamp_foreign
 from ..model.refname import PREFIX, SCOPES_INDEX_REF
@@ -35,6 +44,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .transaction import Writer
+
+
+#: Up to how many refs :meth:`LocalStore.read_many` looks each up in the files before it
+#: lists them through git (one process, whatever their number).
+QUICK_READS = 16
 
 
 class LocalStore(Store):
@@ -88,6 +102,9 @@ class LocalStore(Store):
     def _read_one(self, ref: str) -> Snapshot:
         if self._writer is not None:
             return self._writer.read(ref)
+        quick = self._read_quick(ref)
+        if quick is not None:
+            return quick
         found = self._cat_file(ref)
         if found is not None:
             return found
@@ -97,17 +114,24 @@ class LocalStore(Store):
                 return snap
         return Snapshot(ref, None, None)
 
+    def _read_quick(self, ref: str) -> Snapshot | None:
+        """``ref`` read without a git process, or None when git must say: its record when the
+        ref and the object are loose (:func:`gitlease.gitio.objects.read_blob_ref`, the bytes
+        hashed), or absent when nothing names it (:func:`gitlease.gitio.gitread.surely_absent`:
+        ``show`` or ``free`` of a free resource runs no git)."""
+        loose = read_blob_ref(self.git_dir, ref)
+        if loose is not None:
+            return Snapshot(ref, loose[0], loose[1])
+        if surely_absent(self.git_dir, ref):
+            return Snapshot(ref, None, None)
+        return None
+
     def _cat_file(self, ref: str) -> Snapshot | None:
-        """The ref's object from the files when both are loose
-        (:func:`gitlease.gitio.objects.read_blob_ref`),
-        else from one ``git cat-file --batch`` call, looked up directly.
+        """The ref's object from one ``git cat-file --batch`` call, looked up directly.
 
         (``for-each-ref`` with a full ref name still lists the whole directory, which
         costs O(claims).) None when git cannot name an object for ``ref``.
         """
-        loose = read_blob_ref(self.git_dir, ref)  # a loose ref and object: no process
-        if loose is not None:
-            return Snapshot(ref, loose[0], loose[1])
         if is_symbolic(self.git_dir, ref):  # git reads through it; libgit2 cannot write it
             return Snapshot(ref, UNREADABLE_OID, None, SYMBOLIC)
         result = self._git("cat-file", "--batch", input=ref.encode("utf-8") + b"\n")
@@ -128,12 +152,17 @@ class LocalStore(Store):
     def read_many(self, refs: Sequence[str]) -> list[Snapshot]:
         """Several refs, in the order given: with the repository open in pygit2, one lookup
         each (each ref looked up by name costs what that ref costs, where listing them
-        costs what the whole store holds: docs/performance.md, figure 9); else in two git
-        calls whatever their number (:func:`gitlease.store.listing.read_many`)."""
+        costs what the whole store holds: docs/performance.md, figure 9); a few read from
+        their files when each is loose or absent; else in two git calls whatever their number
+        (:func:`gitlease.store.listing.read_many`)."""
         if not refs:
             return []
         if self._writer is not None:
             return stamp_foreign(self.git_dir, [self._writer.read(ref) for ref in refs])
+        if len(refs) <= QUICK_READS:  # (`free A B`: each loose or absent, no process)
+            quick = [self._read_quick(ref) for ref in refs]
+            if all(snap is not None for snap in quick):
+                return stamp_foreign(self.git_dir, [s for s in quick if s is not None])
         from . import listing
 
         return listing.read_many(self.git_dir, self._git, refs)

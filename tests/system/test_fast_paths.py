@@ -213,3 +213,30 @@ def test_acquires_look_at_the_hooks_runs_two_git_processes(
     assert found is not None and not found.in_effect
     assert found.location.checkout == repo
     assert "worktree" in [c[1] for c in calls] and "check-ignore" in [c[1] for c in calls]
+
+
+def test_show_and_free_of_loose_or_absent_records_start_no_git(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A record whose ref and object are loose is read from the files; a resource nothing
+    names is known free from the files too (no loose ref, a well-formed ``packed-refs``
+    without it). A packed record still reads right, through git."""
+    from conftest import git, run_cli
+    from gitcalls import counted, counting_git
+
+    assert run_cli("acquire", "fp/held", "--ttl", "10m", cwd=repo).code == 0
+    env, calls = counting_git(tmp_path)
+    for args in (("show", "fp/held"), ("show", "fp/free"), ("free", "fp/held", "fp/free")):
+        calls.write_text("")
+        out = run_cli(*args, "--json", cwd=repo, env=env)
+        assert out.code in (0, 3), out
+        assert counted(calls) == 0, (args, calls.read_text())
+    shown = run_cli("show", "fp/free", "--json", cwd=repo).json
+    assert shown["state"] == "free", shown
+    free = run_cli("free", "fp/held", "fp/free", "--json", cwd=repo)
+    assert [c["resource"] for c in free.json["claims"]] == ["fp/free"], free
+    store_git("pack-refs", "--all", cwd=repo)  # the record now only in packed-refs
+    calls.write_text("")
+    held = run_cli("show", "fp/held", "--json", cwd=repo, env=env).json
+    assert held["state"] == "active" and counted(calls) >= 1, held
+    assert run_cli("free", "fp/held", "fp/free", "--json", cwd=repo, env=env).code == 0
