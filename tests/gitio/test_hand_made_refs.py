@@ -48,3 +48,17 @@ def test_a_symbolic_ref_is_judged_alike_by_every_command(cli, repo: Path) -> Non
     shown = cli("show", R, "--json")
     assert shown.code == 7 and "symbolic" in shown.out, shown
     assert cli("verify").code == 7, "a ref gitlease cannot write is a problem verify names"
+
+
+def test_a_broken_ref_file_is_listed_as_invalid(cli, repo: Path) -> None:
+    """git names a broken ref only on stderr (``ignoring broken ref``), which the listing reads
+    back from an unnamed file: ``list`` and ``list --json`` show it, whatever else is there."""
+    assert cli("acquire", R, "--no-bind").code == 0
+    broken = store_path(repo) / "refs" / "worklease" / "edge" / "broken.lease"
+    broken.write_text("not an object id\n")
+    listed = {c["ref"]: c for c in cli("list", "--json").json["claims"]}
+    assert listed[REF]["state"] == "active", listed
+    assert listed["refs/worklease/edge/broken.lease"]["state"] == "invalid", listed
+    table = cli("list")
+    no_crash(table)
+    assert "edge/broken" in table.out, table
