@@ -260,3 +260,31 @@ def test_the_hooks_folder_is_looked_at_on_every_call(here: Path):
     assert moved is not None and moved.in_effect is False
     assert moved.location.path == elsewhere
     assert hooks.looked == looked + 1
+
+
+def test_a_hooks_folder_an_edit_overtook_is_not_kept(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for the stores: `core.hooksPath` changed right after git answered where the hooks
+    are. That call's answer comes from the read before the edit; it is not kept beside the
+    new files (the next call asks git again and follows the edit)."""
+    from gitlease.hooks import dirs as hookdirs
+
+    elsewhere = here.parent / "overtaken-hooks"
+    elsewhere.mkdir()
+    real = hookdirs._git
+    edits: list[str] = []
+
+    def answer_then_edit(*args: str, cwd: Path | None) -> subprocess.CompletedProcess[str]:
+        out = real(*args, cwd=cwd)
+        if "core.hooksPath" in args and not edits:
+            edits.append("done")
+            git("config", "core.hooksPath", str(elsewhere), cwd=here)
+        return out
+
+    monkeypatch.setattr(hookdirs, "_git", answer_then_edit)
+    hooks = WarmHooks()
+    first = hooks.commit_check(here)
+    assert first is not None and first.location.path != elsewhere  # (read before the edit)
+    second = hooks.commit_check(here)
+    assert second is not None and second.location.path == elsewhere, second.location
