@@ -290,6 +290,12 @@ def argv(tool: Tool, arguments: dict[str, Any] | None) -> list[str]:
             if arg.required:
                 raise UsageError(f"{tool.name}: argument {arg.name!r} is required")
             continue
+        if arg.kind == STRINGS and value == ["-"]:
+            raise UsageError(
+                f"{tool.name}: argument {arg.name!r}: `-` reads the items from standard input "
+                "on the command line, and this server's standard input carries the protocol: "
+                "give the items themselves"
+            )
         if tool is ACQUIRE and arg.name == "first_free":  # `acquire --first-free C...`
             options.append("--first-free")
             positionals.extend(value)

@@ -341,6 +341,16 @@ def test_bad_arguments_are_usage_tool_errors(repo: Path, tmp_path: Path):
             error = await server.fails("acquire", {"resource": "a", "paths": ["/etc/**"]}, "USAGE")
             assert "paths" in error["message"] or "/etc" in error["message"]
             assert (await server.ok("list"))["claims"] == []  # nothing was acquired
+            # `-` (the items from stdin, on the command line) would read the server's stdin,
+            # which carries the protocol: refused, and the session goes on
+            for name, arguments in (
+                ("free", {"resources": ["-"]}),
+                ("key", {"provider": "github", "items": ["-"]}),
+                ("acquire", {"first_free": ["-"]}),
+            ):
+                error = await server.fails(name, arguments, "USAGE")
+                assert "standard input" in error["message"], error
+            assert (await server.ok("list"))["claims"] == []
             # a value is never read as an option: this is a resource's name
             stolen = tmp_path / "stolen"
             got = await server.ok("acquire", {"resource": f"--receipt={stolen}"})
