@@ -156,7 +156,9 @@ def bind(store: Store, resource: str, receipt: Receipted = None) -> Claim:
     store.refresh()
     rec, claim_ref = ownership.load_receipt(store, resource, receipt)
     claim = core.check_claims(store, rec, [claim_ref], 0)[0]
-    bindings_mod.bind(wt, Binding(claim.resource, claim.ref, claim_ref.claim_id, str(rec.path)))
+    digest = bindings_mod.token_digest(rec.token)
+    binding = Binding(claim.resource, claim.ref, claim_ref.claim_id, str(rec.path), None, digest)
+    bindings_mod.bind(wt, binding)
     return claim.replace(bound=True)
 
 

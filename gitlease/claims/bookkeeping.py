@@ -51,12 +51,12 @@ def write_new(store: Store, rec: Receipt, reserved: reservation.Reserved | None)
         )
 
 
-def note_landed(store: Store, claims: Sequence[Claim]) -> None:
+def note_landed(store: Store, claims: Sequence[Claim], rec: Receipt) -> None:
     """After a heartbeat landed: this worktree's bindings of these claims name the new records.
 
     Called under the guards, after the compare-and-swap: the id is then the
     holder's own last record, which lets the commit check and ``check`` skip the
-    signature (:func:`gitlease.model.claim.is_ours`).
+    signature (:func:`gitlease.model.claim.is_ours`), for ``rec``, whose token signed them.
     """
 
     wt = store.location.worktree_git_dir
@@ -64,7 +64,8 @@ def note_landed(store: Store, claims: Sequence[Claim]) -> None:
         return
     for claim in claims:
         if claim.record is not None and claim.oid is not None:
-            bindings_mod.note_written(wt, claim.ref, claim.record.claim_id, claim.oid)
+            digest = bindings_mod.token_digest(rec.token)
+            bindings_mod.note_written(wt, claim.ref, claim.record.claim_id, claim.oid, digest)
 
 
 def discard(store: Store, rec: Receipt) -> None:
@@ -91,7 +92,8 @@ def bind_all(store: Store, rec: Receipt, claims: Sequence[Claim] = ()) -> None:
         return
     oids = {c.ref: c.oid for c in claims}
     for c in rec.claims:
-        binding = Binding(c.resource, c.ref, c.claim_id, str(rec.path), oids.get(c.ref))
+        digest = bindings_mod.token_digest(rec.token)
+        binding = Binding(c.resource, c.ref, c.claim_id, str(rec.path), oids.get(c.ref), digest)
         bindings_mod.bind(wt, binding)
 
 

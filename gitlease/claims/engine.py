@@ -108,7 +108,7 @@ def renew_claims(
             written = _write(store, rec, plans, "heartbeat", now)
             from . import bookkeeping  # (writes only: the commit check reads)
 
-            bookkeeping.note_landed(store, written)  # (under the guards: no release between)
+            bookkeeping.note_landed(store, written, rec)  # (under the guards: no release between)
             return written
 
     # From what this host last saw: its own writes are mirrored at once, and if the

@@ -75,7 +75,7 @@ def load_receipt(
     if explicit is not None:
         rec = receipts_mod.read(explicit)
         _same_store(store, rec)
-        return rec, with_written_oid(store, _pick_claim(rec, resource))
+        return rec, with_written_oid(store, _pick_claim(rec, resource), rec)
     directory = _checked_dir(store)
     if resource is None:
         return _only_receipt(store, directory)
@@ -107,7 +107,7 @@ def load_receipt(
     matches: list[tuple[Receipt, ClaimRef]] = []
     for rec, claim_ref in found:
         if claim_ref.claim_id == current_id:
-            return rec, with_written_oid(store, claim_ref)
+            return rec, with_written_oid(store, claim_ref, rec)
         matches.append((rec, claim_ref))
     if matches:
         return max(matches, key=lambda m: m[1].revision)
@@ -159,7 +159,7 @@ def _only_receipt(store: Store, directory: Path) -> tuple[Receipt, ClaimRef]:
     so that a retried ``release`` without a resource answers success)."""
     live, spent = _receipts_here(store, directory, bundles=False)
     if len(live) == 1:  # (the binding's id spares the signature check, as for a resource)
-        return live[0], with_written_oid(store, live[0].claims[0])
+        return live[0], with_written_oid(store, live[0].claims[0], live[0])
     if not live and spent:
         newest = max(spent, key=lambda r: mtime(r.path))
         return newest, newest.claims[0]
@@ -376,9 +376,12 @@ def mark_bound(store: Store, claims: list[Claim]) -> list[Claim]:
     return [c.replace(bound=bool(c.record and (c.ref, c.record.claim_id) in bound)) for c in claims]
 
 
-def with_written_oid(store: Store, claim_ref: ClaimRef) -> ClaimRef:
-    """``claim_ref`` with the object id of this worktree's last record of it, if the binding
-    knows it (:func:`gitlease.receipts.bindings.written_oid`)."""
+def with_written_oid(store: Store, claim_ref: ClaimRef, rec: Receipt) -> ClaimRef:
+    """``claim_ref`` of ``rec`` with the object id of this worktree's last record of it, if
+    the binding knows it and was written for ``rec``'s token
+    (:func:`gitlease.receipts.bindings.written_oid`): else the record is checked in full."""
     wt = store.location.worktree_git_dir
-    oid = bindings_mod.written_oid(wt, claim_ref.ref, claim_ref.claim_id) if wt else None
+    if wt is None or rec.token is None:
+        return claim_ref
+    oid = bindings_mod.written_oid(wt, claim_ref.ref, claim_ref.claim_id, rec.token)
     return claim_ref if oid is None else claim_ref.replace(oid=oid)

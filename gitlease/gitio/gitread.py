@@ -13,6 +13,7 @@ import mmap
 import os
 import re
 from contextlib import suppress
+from itertools import pairwise
 from pathlib import Path
 
 from .._util import TYPE_CHECKING
@@ -172,7 +173,7 @@ def _scan(
 ) -> str | None:
     """The whole check of one ``packed-refs``; remembers a well-formed file's identity."""
     pattern = _PACKED_REFS_SHA256 if sha256 else _PACKED_REFS_SHA1
-    if pattern.fullmatch(data):
+    if pattern.fullmatch(data) and _sorted_as_claimed(data):
         _remember_good(git_dir, ident)
         if b" " + name + b"\n" not in data:
             return None
@@ -182,6 +183,23 @@ def _scan(
         if line.endswith(b" " + name):
             return f"packed-refs line {number} names {ref}, which libgit2 cannot read"
     return None
+
+
+def _sorted_as_claimed(data: bytes) -> bool:
+    """Whether a ``packed-refs`` whose header says ``sorted`` is sorted (a file without the
+    claim is searched whole). git, libgit2 and :func:`_names` binary-search a file that
+    says so, and all three miss a line out of order: such a file is never remembered as
+    well formed, so each look scans it whole and finds the ref wherever it is."""
+    header_end = data.find(b"\n")
+    header = data[: max(header_end, 0)]
+    if not (header.startswith(b"# pack-refs with:") and b" sorted" in header):
+        return True
+    names = [
+        line.partition(b" ")[2]
+        for line in data[header_end + 1 :].split(b"\n")
+        if line and not line.startswith((b"^", b"#"))
+    ]
+    return all(a < b for a, b in pairwise(names))
 
 
 def _read_all(fd: int, size: int) -> bytes:

@@ -23,6 +23,7 @@ import stat
 from pathlib import Path
 
 from .._util import TYPE_CHECKING
+from .._util.digest import sha256
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..errors import ReceiptError, StoreError, UsageError
@@ -49,16 +50,30 @@ class Binding(Value):
     """This worktree works on a claim: the commit hooks check it (no secret: a receipt path).
 
     ``oid``: the object id of the holder's last record, when the binding file can
-    be trusted to say it (None otherwise).
+    be trusted to say it (None otherwise). ``token_digest``: :func:`token_digest` of the
+    token of the receipt that wrote it (a one-way digest, never the token): the id speaks
+    for a receipt only when its token is that one (:func:`written_oid`).
     """
 
-    __slots__ = ("resource", "ref", "claim_id", "receipt", "oid")
-    _defaults: ClassVar[dict[str, Any]] = {"oid": None}
+    __slots__ = ("resource", "ref", "claim_id", "receipt", "oid", "token_digest")
+    _defaults: ClassVar[dict[str, Any]] = {"oid": None, "token_digest": None}
     resource: str
     ref: str
     claim_id: str
     receipt: str  # the receipt file's path (its token stays in the file)
     oid: str | None
+    token_digest: str | None
+
+
+def token_digest(token: str | None) -> str | None:
+    """A one-way digest of a receipt's bearer token, for a binding: it tells a receipt that
+    holds the token which wrote a record from one whose token was replaced, and gives
+    nothing of the token away (SHA-256 of 256 random bits, with a context of its own)."""
+    if token is None:
+        return None
+    return sha256(
+        b"gitlease binding token\0" + token.encode("utf-8", "surrogateescape")
+    ).hexdigest()
 
 
 def unreadable(path: Path) -> str:
@@ -113,24 +128,39 @@ def bind(worktree_git_dir: Path, binding: Binding) -> Path:
     return path
 
 
-def note_written(worktree_git_dir: Path, ref: str, claim_id: str, oid: str) -> None:
+def note_written(
+    worktree_git_dir: Path, ref: str, claim_id: str, oid: str, digest: str | None
+) -> None:
     """After a write of ``claim_id`` landed: its binding (if this worktree is bound to that
-    claim) names the new record. A binding that cannot be rewritten keeps its old id: the
-    commit check then verifies, as without one."""
+    claim) names the new record, and the :func:`token_digest` of the receipt that signed
+    it. A binding that cannot be rewritten keeps its old id: the commit check then
+    verifies, as without one."""
     current = _read_binding(_path(worktree_git_dir, ref), trusted=False)
-    if current is None or current.claim_id != claim_id or current.oid == oid:
+    if current is None or current.claim_id != claim_id:
+        return
+    if current.oid == oid and current.token_digest == digest:
         return
     with contextlib.suppress(StoreError, UsageError):
-        bind(worktree_git_dir, current.replace(oid=oid))
+        bind(worktree_git_dir, current.replace(oid=oid, token_digest=digest))
 
 
-def written_oid(worktree_git_dir: Path, ref: str, claim_id: str | None = None) -> str | None:
+def written_oid(
+    worktree_git_dir: Path, ref: str, claim_id: str | None = None, token: str | None = None
+) -> str | None:
     """The object id of this worktree's last record of the claim bound on ``ref`` (of
-    ``claim_id``, when given), if a binding that can be trusted says it."""
+    ``claim_id``, when given), if a binding that can be trusted says it.
+
+    ``token``: a receipt's token; given, the id is returned only if the binding was written
+    for that token (an id names the record, not who may act on it: a receipt whose token
+    was replaced must not pass for the holder's). None names the record alone."""
     if not _private(bindings_dir(worktree_git_dir)):
         return None
     binding = _read_binding(_path(worktree_git_dir, ref))
     if binding is None or (claim_id is not None and binding.claim_id != claim_id):
+        return None
+    if token is not None and (
+        binding.token_digest is None or binding.token_digest != token_digest(token)
+    ):
         return None
     return binding.oid
 
@@ -174,8 +204,9 @@ def _private(directory: Path) -> bool:
 
 
 def _read_binding(path: Path, *, trusted: bool = True) -> Binding | None:
-    """The binding in ``path`` (None if unreadable); its ``oid`` only if ``trusted`` (the
-    directory was checked) and the file is this user's and writable by nobody else."""
+    """The binding in ``path`` (None if unreadable); its ``oid`` and ``token_digest`` only if
+    ``trusted`` (the directory was checked) and the file is this user's and writable by
+    nobody else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -191,8 +222,16 @@ def _read_binding(path: Path, *, trusted: bool = True) -> Binding | None:
         oid = doc.get("oid") if trusted else None
         if not (isinstance(oid, str) and len(oid) in (40, 64) and _HEX.issuperset(oid)):
             oid = None
+        digest = doc.get("token_digest") if trusted else None
+        if not (isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)):
+            digest = None
         return Binding(
-            str(doc["resource"]), str(doc["ref"]), str(doc["claim_id"]), str(doc["receipt"]), oid
+            str(doc["resource"]),
+            str(doc["ref"]),
+            str(doc["claim_id"]),
+            str(doc["receipt"]),
+            oid,
+            digest,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

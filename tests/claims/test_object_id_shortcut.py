@@ -144,3 +144,50 @@ def test_a_receipt_whose_token_was_replaced_is_lost_never_an_error(
     got = cli(verb, R, "--json")
     assert got.code == 4, got
     assert cli("show", R, "--json").json["oid"] == doc["oid"], "nothing was written"
+
+
+def _replace_token(receipt: Path) -> None:
+    from gitlease.model.record import new_token
+
+    text = receipt.read_text()
+    receipt.write_text(text.replace(json.loads(text)["token"], new_token()))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", R],
+        ["check"],
+        ["check", "--receipt", "RECEIPT"],
+        ["replace-file", "TARGET", R, "--expect-absent", "--from", "SOURCE"],
+        [
+            "replace-file",
+            "TARGET",
+            R,
+            "--expect-absent",
+            "--from",
+            "SOURCE",
+            "--receipt",
+            "RECEIPT",
+        ],
+        ["bind", R, "--receipt", "RECEIPT"],
+    ],
+    ids=["check R", "check", "check --receipt", "replace-file", "replace-file --receipt", "bind"],
+)
+def test_a_replaced_token_is_lost_for_the_reads_too(cli, repo: Path, args: list[str]) -> None:
+    """The binding's object id names the record, not who may act on it: a receipt whose token
+    was replaced is LOST for `check`, `replace-file` and `bind` as for `heartbeat` (the
+    shortcut was taken for them, and `check` said the claim was held while `heartbeat` said
+    LOST). The binding keeps a one-way digest of the token that wrote it, never the token."""
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    receipt = receipt_of(doc)
+    token = json.loads(receipt.read_text())["token"]
+    assert token not in binding_of(repo).read_text(), "no token in the binding"
+    _replace_token(receipt)
+    target, source = repo / "target.txt", repo / "source.txt"
+    source.write_text("new\n")
+    names = {"RECEIPT": str(receipt), "TARGET": str(target), "SOURCE": str(source)}
+    got = cli(*[names.get(a, a) for a in args], "--json")
+    assert got.code == 4, got
+    assert not target.exists(), "nothing replaced"
+    assert cli("heartbeat", R).code == 4, "(as a write says)"

@@ -215,13 +215,11 @@ def test_acquires_look_at_the_hooks_runs_two_git_processes(
     assert "worktree" in [c[1] for c in calls] and "check-ignore" in [c[1] for c in calls]
 
 
-def test_show_and_free_of_loose_or_absent_records_start_no_git(
-    repo: Path, tmp_path: Path
-) -> None:
+def test_show_and_free_of_loose_or_absent_records_start_no_git(repo: Path, tmp_path: Path) -> None:
     """A record whose ref and object are loose is read from the files; a resource nothing
     names is known free from the files too (no loose ref, a well-formed ``packed-refs``
     without it). A packed record still reads right, through git."""
-    from conftest import git, run_cli
+    from conftest import run_cli
     from gitcalls import counted, counting_git
 
     assert run_cli("acquire", "fp/held", "--ttl", "10m", cwd=repo).code == 0
@@ -240,3 +238,30 @@ def test_show_and_free_of_loose_or_absent_records_start_no_git(
     held = run_cli("show", "fp/held", "--json", cwd=repo, env=env).json
     assert held["state"] == "active" and counted(calls) >= 1, held
     assert run_cli("free", "fp/held", "fp/free", "--json", cwd=repo, env=env).code == 0
+
+
+def test_a_packed_refs_sorted_only_by_its_header_never_hides_a_held_claim(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A ``packed-refs`` whose header says ``sorted`` with a line out of order (a hand edit, a
+    tool): git and libgit2 binary-search it and miss that line. A read remembered such a file
+    as well formed, and every later process binary-searched it too: `free` offered the held
+    claim and a second acquire was granted. Such a file is never remembered: the claim stays
+    held for every command, read after read."""
+    from conftest import run_cli
+
+    for name in ("alpha", "mid", "zulu"):
+        assert run_cli("acquire", f"ps/{name}", "--ttl", "10m", cwd=repo).code == 0
+    store_git("pack-refs", "--all", cwd=repo)
+    packed = store_path(repo) / "packed-refs"
+    header, *body = [line for line in packed.read_bytes().split(b"\n") if line]
+    assert b" sorted" in header
+    moved = [line for line in body if b"/alpha" in line]
+    packed.write_bytes(b"\n".join([header, *[x for x in body if x not in moved], *moved]) + b"\n")
+    other = tmp_path / "other.json"
+    for _ in range(2):  # (the first look scans the file whole; the second must too)
+        run_cli("show", "ps/alpha", cwd=repo)
+        free = run_cli("free", "ps/alpha", "--json", cwd=repo)
+        assert free.json["claims"] == [], free
+        got = run_cli("acquire", "ps/alpha", "--ttl", "1m", "--receipt", str(other), cwd=repo)
+        assert got.code != 0, "a second holder of ps/alpha"
