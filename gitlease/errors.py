@@ -7,7 +7,9 @@ which failure means what to a caller.
 
 from __future__ import annotations
 
-from ._util import TYPE_CHECKING
+#: ``typing.TYPE_CHECKING`` without ``typing``'s import (the commit check loads this module;
+#: it sits below ``gitlease._util``, whose own it cannot take). mypy and pyright read it so.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from typing import Any

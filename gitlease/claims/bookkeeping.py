@@ -62,9 +62,9 @@ def note_landed(store: Store, claims: Sequence[Claim], rec: Receipt) -> None:
     wt = store.location.worktree_git_dir
     if wt is None:
         return
+    digest = bindings_mod.token_digest(rec.token)
     for claim in claims:
         if claim.record is not None and claim.oid is not None:
-            digest = bindings_mod.token_digest(rec.token)
             bindings_mod.note_written(wt, claim.ref, claim.record.claim_id, claim.oid, digest)
 
 
@@ -91,8 +91,8 @@ def bind_all(store: Store, rec: Receipt, claims: Sequence[Claim] = ()) -> None:
     if wt is None:
         return
     oids = {c.ref: c.oid for c in claims}
+    digest = bindings_mod.token_digest(rec.token)
     for c in rec.claims:
-        digest = bindings_mod.token_digest(rec.token)
         binding = Binding(c.resource, c.ref, c.claim_id, str(rec.path), oids.get(c.ref), digest)
         bindings_mod.bind(wt, binding)
 
