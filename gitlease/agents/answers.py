@@ -13,7 +13,10 @@ output, exit 0) lets the harness go on as it would without gitlease.
 
 from __future__ import annotations
 
-from typing import Any
+from .._util import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def deny(harness: str, reason: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .._util import TYPE_CHECKING
 from .._util.text import printable_strict as printable
 from ..gitio.gitdirs import find_git_dir, worktree_of
 from ..hooks import check as hookcheck

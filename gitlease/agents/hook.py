@@ -22,11 +22,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
 
+from .._util import TYPE_CHECKING
 from .._util import testing as _testing
 from .._util.text import printable_strict
 from . import answers, check, payloads
+
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, TextIO
+
 
 USAGE = (
     "usage: python -m gitlease.agents.hook HARNESS  (HARNESS: claude-code, codex, gemini; "

@@ -447,7 +447,8 @@ def test_the_edit_check_imports_neither_pygit2_click_nor_cryptography(cli, repo:
         "data = sys.stdin.buffer.read()\n"
         "assert hook.main(['claude-code'], io.BytesIO(data), out) == 0\n"
         "assert 'agents/other' in out.getvalue(), out.getvalue()\n"
-        "print(json.dumps([m for m in ('pygit2', 'click', 'cryptography') if m in sys.modules]))"
+        "heavy = ('pygit2', 'click', 'cryptography', 'typing', 'hashlib')\n"
+        "print(json.dumps([m for m in heavy if m in sys.modules]))"
     )
     result = subprocess.run(
         [sys.executable, "-I", "-c", code],
