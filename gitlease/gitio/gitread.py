@@ -117,7 +117,7 @@ def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
         sha256 = _sha256(git_dir)
         ident = (
             f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
-            f"{'sha256' if sha256 else 'sha1'}"
+            f"{'sha256' if sha256 else 'sha1'} sorted-checked"
         )
         name = ref.encode("utf-8", "surrogateescape")
         if _known_good(git_dir, ident):
@@ -194,11 +194,10 @@ def _sorted_as_claimed(data: bytes) -> bool:
     header = data[: max(header_end, 0)]
     if not (header.startswith(b"# pack-refs with:") and b" sorted" in header):
         return True
-    names = [
-        line.partition(b" ")[2]
-        for line in data[header_end + 1 :].split(b"\n")
-        if line and not line.startswith((b"^", b"#"))
-    ]
+    lines = data[header_end + 1 : -1].split(b"\n") if data.endswith(b"\n") else [b""]
+    if b"" in lines and data[header_end + 1 :]:  # (an empty line reads as a ref named "")
+        return False
+    names = [line.partition(b" ")[2] for line in lines if not line.startswith((b"^", b"#"))]
     return all(a < b for a, b in pairwise(names))
 
 

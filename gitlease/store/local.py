@@ -32,6 +32,7 @@ from ..gitio.gitread import (
     Snapshot,
     git_env,
     is_symbolic,
+    packed_refs_problem,
     surely_absent,
 )
 from ..gitio.objects import read_blob_ref
@@ -112,7 +113,7 @@ class LocalStore(Store):
         for snap in self._for_each_ref(ref):
             if snap.ref == ref:
                 return snap
-        return Snapshot(ref, None, None)
+        return self._missed(Snapshot(ref, None, None))
 
     def _read_quick(self, ref: str) -> Snapshot | None:
         """``ref`` read without a git process, or None when git must say: its record when the
@@ -165,7 +166,16 @@ class LocalStore(Store):
                 return stamp_foreign(self.git_dir, [s for s in quick if s is not None])
         from . import listing
 
-        return listing.read_many(self.git_dir, self._git, refs)
+        return [self._missed(s) for s in listing.read_many(self.git_dir, self._git, refs)]
+
+    def _missed(self, snap: Snapshot) -> Snapshot:
+        """``snap``, or, when git found no such ref while ``packed-refs`` names it (git
+        binary-searches a file headed ``sorted`` and misses a line out of order), that
+        problem: never an absent ref while a line may name it."""
+        if snap.oid is not None:
+            return snap
+        problem = packed_refs_problem(self.git_dir, snap.ref)
+        return Snapshot(snap.ref, UNREADABLE_OID, None, problem) if problem else snap
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:
         """Every claim ref under ``prefix`` with its blob, in one pass over the refs (never

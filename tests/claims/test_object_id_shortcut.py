@@ -191,3 +191,30 @@ def test_a_replaced_token_is_lost_for_the_reads_too(cli, repo: Path, args: list[
     assert got.code == 4, got
     assert not target.exists(), "nothing replaced"
     assert cli("heartbeat", R).code == 4, "(as a write says)"
+
+
+def test_the_commit_hook_refuses_a_receipt_whose_token_was_replaced(cli, repo: Path) -> None:
+    """The hooks judge the bound claim through its receipt: one whose token no longer signs the
+    record is LOST there as for `check` (the binding's id is not taken for it)."""
+    doc = cli("acquire", R, "--ttl", "5m", "--json").json
+    _replace_token(receipt_of(doc))
+    assert cli("check", R).code == 4
+    got = probe(repo, "hook")
+    assert got["problems"], got
+
+
+def test_a_binding_without_a_token_digest_is_checked_in_full(cli, repo: Path) -> None:
+    """A binding written before the digest existed: the hook and `check` verify in full; the
+    next heartbeat adds the digest, and the shortcut serves again."""
+    cli("acquire", R, "--ttl", "5m", "--json")
+    doc = json.loads(binding_of(repo).read_text())
+    del doc["token_digest"]
+    binding_of(repo).write_text(json.dumps(doc))
+    got = probe(repo, "cli", "check", R)
+    assert got["code"] == 0 and got["crypto"], got
+    got = probe(repo, "hook")
+    assert got["problems"] == [] and got["crypto"], got
+    assert cli("heartbeat", R).code == 0
+    assert "token_digest" in json.loads(binding_of(repo).read_text())
+    assert probe(repo, "hook") == {"problems": [], "crypto": []}
+    assert probe(repo, "cli", "check", R) == {"code": 0, "crypto": []}

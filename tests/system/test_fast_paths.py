@@ -265,3 +265,80 @@ def test_a_packed_refs_sorted_only_by_its_header_never_hides_a_held_claim(
         assert free.json["claims"] == [], free
         got = run_cli("acquire", "ps/alpha", "--ttl", "1m", "--receipt", str(other), cwd=repo)
         assert got.code != 0, "a second holder of ps/alpha"
+
+
+def _held_and_packed(repo: Path, names: list[str]) -> Path:
+    from conftest import run_cli
+
+    for name in names:
+        assert run_cli("acquire", name, "--ttl", "10m", cwd=repo).code == 0
+    store_git("pack-refs", "--all", cwd=repo)
+    return store_path(repo) / "packed-refs"
+
+
+def _never_free(repo: Path, tmp_path: Path, resource: str) -> None:
+    """``resource`` is held: `show` does not say free, `free` does not offer it, and a second
+    acquire is refused, at the first look and at the next (once anything was remembered)."""
+    from conftest import run_cli
+
+    other = tmp_path / "other.json"
+    for _ in range(2):
+        show = run_cli("show", resource, "--json", cwd=repo)
+        assert show.code != 0 or show.json["state"] != "free", show
+        free = run_cli("free", resource, "--json", cwd=repo)
+        assert free.json["claims"] == [], free
+        got = run_cli("acquire", resource, "--ttl", "1m", "--receipt", str(other), cwd=repo)
+        assert got.code != 0, f"a second holder of {resource}: {got}"
+
+
+def test_a_line_out_of_order_that_git_itself_misses_is_never_absent(
+    repo: Path, tmp_path: Path
+) -> None:
+    """With enough lines, git's own binary search misses the line moved out of order (so
+    `cat-file` and `for-each-ref` say absent): a read that finds ``packed-refs`` naming the
+    ref never takes git's "absent" for it."""
+    names = [f"mv/r{i:02d}" for i in range(12)]
+    packed = _held_and_packed(repo, names)
+    header, *body = [line for line in packed.read_bytes().split(b"\n") if line]
+    moved = [line for line in body if b"/mv/r00." in line]
+    packed.write_bytes(b"\n".join([header, *[x for x in body if x not in moved], *moved]) + b"\n")
+    ref = "refs/worklease/mv/r00.lease"
+    assert store_git("rev-parse", "-q", "--verify", ref, cwd=repo, check=False).returncode != 0
+    _never_free(repo, tmp_path, "mv/r00")
+
+
+def test_a_blank_line_in_a_sorted_packed_refs_never_hides_a_held_claim(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A blank line reads as a ref named "" to a binary search, which then turns the wrong way:
+    such a file is not sorted as it claims, and is never remembered."""
+    names = [f"bl/r{i:02d}" for i in range(12)]
+    packed = _held_and_packed(repo, names)
+    lines = packed.read_bytes().split(b"\n")
+    lines.insert(len(lines) // 2, b"")
+    packed.write_bytes(b"\n".join(lines))
+    with open(packed, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        missed = [n for n in names if not _gitread._names(m, f"refs/worklease/{n}.lease".encode())]
+    assert missed, "(a binary search misses a line)"
+    _never_free(repo, tmp_path, missed[0])
+
+
+def test_an_identity_remembered_by_an_earlier_version_is_not_believed(
+    repo: Path, tmp_path: Path
+) -> None:
+    """gitlease before the sort check remembered any well-formed ``packed-refs``, sorted as it
+    claims or not; its record of a file's identity (the same format then) must not count."""
+    import os
+
+    from gitlease.gitio import layout
+
+    packed = _held_and_packed(repo, [f"ps/{n}" for n in ("alpha", "mid", "zulu")])
+    header, *body = [line for line in packed.read_bytes().split(b"\n") if line]
+    moved = [line for line in body if b"/alpha" in line]
+    packed.write_bytes(b"\n".join([header, *[x for x in body if x not in moved], *moved]) + b"\n")
+    st = os.stat(packed)
+    old = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} sha1"
+    checked = layout.packed_refs_checked(store_path(repo))
+    checked.parent.mkdir(parents=True, exist_ok=True)
+    checked.write_text(old + "\n")
+    _never_free(repo, tmp_path, "ps/alpha")
