@@ -42,19 +42,19 @@ def _constructor(modules: tuple[str, ...], name: str) -> Callable[[bytes], Hash]
         except (ImportError, AttributeError):
             continue
         break
-    fast: list[Callable[[bytes], Hash]] = []  # hashlib's, once in use
-    made = [0]
+    fast: Callable[[bytes], Hash] | None = None  # hashlib's, once in use
+    made = 0
 
     def make(data: bytes) -> Hash:
-        if fast:
-            return fast[0](data)
-        made[0] += 1
-        if builtin is None or made[0] > SWITCH_AFTER:
+        nonlocal fast, made
+        if fast is None:
+            made += 1
+            if builtin is not None and made <= SWITCH_AFTER:
+                return builtin(data)
             import hashlib
 
-            fast.append(getattr(hashlib, name))
-            return fast[0](data)
-        return builtin(data)
+            fast = getattr(hashlib, name)
+        return fast(data)
 
     return make
 

@@ -92,10 +92,9 @@ def worktree_problems(
         try:
             receipt, claim_ref = bindings_mod.bound_claim(binding)
             # the binding's id of this worktree's last record spares the signature check
-            # when the record is that one, byte for byte (docs/design.md)
-            digest = binding.token_digest
-            ours = digest is not None and digest == bindings_mod.token_digest(receipt.token)
-            oid = binding.oid if ours else None  # (written for this receipt's token only)
+            # when the record is that one, byte for byte, and the receipt's token wrote it
+            # (docs/design.md)
+            oid = bindings_mod.oid_for(binding, receipt.token)
             claims = check_claims(store, receipt, [claim_ref.replace(oid=oid)], 0)
         except GitleaseError as exc:
             out.append(f"{binding.resource} (claim {binding.claim_id}): {exc}")

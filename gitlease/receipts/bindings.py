@@ -158,11 +158,15 @@ def written_oid(
     binding = _read_binding(_path(worktree_git_dir, ref))
     if binding is None or (claim_id is not None and binding.claim_id != claim_id):
         return None
-    if token is not None and (
-        binding.token_digest is None or binding.token_digest != token_digest(token)
-    ):
-        return None
-    return binding.oid
+    return binding.oid if token is None else oid_for(binding, token)
+
+
+def oid_for(binding: Binding, token: str | None) -> str | None:
+    """The binding's object id when it speaks for a receipt holding ``token``: the binding was
+    written for that token (:func:`token_digest`); None otherwise, and for an older binding
+    without a digest (the record is then checked in full)."""
+    digest = binding.token_digest
+    return binding.oid if digest is not None and digest == token_digest(token) else None
 
 
 def unbind(worktree_git_dir: Path, ref: str, claim_id: str | None = None) -> bool:

@@ -10,11 +10,11 @@ rest through one ``git cat-file --batch`` stream).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
+from .._util.files import unnamed_file
 from ..errors import StoreError
 from ..gitio.catfile import BatchReader, Found
 from ..gitio.gitread import (
@@ -134,7 +134,7 @@ def _listed_ids(git_dir: Path, prefix: str, batch: int, errors: list[bytes]) -> 
     import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
 
     fmt = "--format=%(objectname) %(refname) %(symref)"
-    with _unnamed_file(git_dir) as stderr:  # (a pipe could fill and stall git)
+    with unnamed_file(git_dir) as stderr:  # (a pipe could fill and stall git)
         try:
             proc = subprocess.Popen(
                 ["git", "for-each-ref", fmt, prefix],
@@ -203,16 +203,3 @@ def _for_each_ref_slow(
     if b"ignoring broken ref" in result.stderr:
         snapshots.extend(broken_refs(result.stderr, pattern))
     return snapshots
-
-
-def _unnamed_file(git_dir: Path) -> IO[bytes]:
-    """A file with no name, for git's stderr: ``O_TMPFILE`` in the store's own folder (no
-    ``tempfile``, whose import costs a listing 3.5 ms), else :func:`tempfile.TemporaryFile`
-    (a file system or a system without ``O_TMPFILE``)."""
-    try:
-        fd = os.open(git_dir, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
-    except (AttributeError, OSError):
-        import tempfile
-
-        return tempfile.TemporaryFile()
-    return os.fdopen(fd, "w+b")
