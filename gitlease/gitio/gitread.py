@@ -114,11 +114,8 @@ def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
         st = os.fstat(fd)
         if st.st_size == 0:
             return None
-        sha256 = _sha256(git_dir)
-        ident = (
-            f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
-            f"{'sha256' if sha256 else 'sha1'} sorted-checked"
-        )
+        sha256 = sha256_store(git_dir)
+        ident = _identity(st, sha256)
         name = ref.encode("utf-8", "surrogateescape")
         if _known_good(git_dir, ident):
             with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
@@ -130,6 +127,49 @@ def packed_refs_problem(git_dir: Path, ref: str) -> str | None:
     finally:
         os.close(fd)
     return _scan(git_dir, data_bytes, name, ref, ident, sha256)
+
+
+def packed_ids(git_dir: Path, prefix: str, max_bytes: int) -> dict[str, str] | None:
+    """The object id of every ref under ``prefix`` that ``packed-refs`` names, by ref (empty
+    when there is no such file), or None when git must read the file: it is not well formed
+    or not sorted as its header says (the check of :func:`packed_refs_problem`, remembered by
+    the same identity), names a ref twice, or is larger than ``max_bytes`` (a small store's
+    walk, :mod:`gitlease.gitio.refwalk`, leaves a big one to git)."""
+    try:
+        fd = os.open(git_dir / "packed-refs", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_size > max_bytes:
+            return None
+        data = _read_all(fd, st.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not data:
+        return {}
+    sha256 = sha256_store(git_dir)
+    ident = _identity(st, sha256)
+    if not _known_good(git_dir, ident):
+        pattern = _PACKED_REFS_SHA256 if sha256 else _PACKED_REFS_SHA1
+        if not (pattern.fullmatch(data) and _sorted_as_claimed(data)):
+            return None
+        _remember_good(git_dir, ident)
+    start = prefix.encode("utf-8", "surrogateescape")
+    found: dict[str, str] = {}
+    for line in data.split(b"\n"):
+        oid, _, name = line.partition(b" ")
+        if not name.startswith(start):
+            continue  # (the header, a peeled line, the end, a ref elsewhere)
+        ref = name.decode("utf-8", "surrogateescape")
+        if ref in found:
+            return None
+        found[ref] = oid.decode("ascii")
+    return found
 
 
 def surely_absent(git_dir: Path, ref: str) -> bool:
@@ -268,7 +308,18 @@ def _names(data: mmap.mmap, name: bytes) -> bool:
     return False
 
 
-def _sha256(git_dir: Path) -> bool:
+def _identity(st: os.stat_result, sha256: bool) -> str:
+    """What tells one ``packed-refs`` from another without reading it (see
+    :func:`packed_refs_problem`), with the id length it was checked for."""
+    return (
+        f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} "
+        f"{'sha256' if sha256 else 'sha1'} sorted-checked"
+    )
+
+
+def sha256_store(git_dir: Path) -> bool:
+    """Whether the repository at ``git_dir`` names its objects by SHA-256 (its config says
+    ``objectformat = sha256``), so that a ref's id is 64 hex digits, not 40."""
     try:
         config = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
     except OSError:

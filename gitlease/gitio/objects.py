@@ -100,9 +100,9 @@ def read_blob_ref(git_dir: Path, ref: str) -> tuple[str, bytes] | None:
             text = f.read(100)
     except OSError:
         return None  # absent (maybe packed), a directory, unreadable: git decides
-    oid = text.decode("ascii", "replace").strip()
-    if len(text) != 41 or len(oid) != 40 or not _HEX.issuperset(oid):
-        return None  # symbolic, SHA-256, damaged: git decides
+    oid = text[:40].decode("ascii", "replace")
+    if len(text) != 41 or text[40:] != b"\n" or not _HEX.issuperset(oid):
+        return None  # symbolic, SHA-256, damaged (git reads " <id>" as broken): git decides
     objects = git_dir / "objects"
     if os.path.exists(objects / "info" / "alternates"):
         return None

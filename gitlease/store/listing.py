@@ -3,7 +3,9 @@ the commit check's fallbacks, ``read_many`` before a write opens the repository.
 
 Kept apart from :mod:`gitlease.store.local` because the commit check reads one ref and
 never needs them. git alone knows every rule of refs, so the refs are named by ``git
-for-each-ref`` (their ids, no blob); the records are then read by the one reader of many
+for-each-ref`` (their ids, no blob), except in a small store of plain refs, which is read
+from its files (:mod:`gitlease.gitio.refwalk`, which leaves anything else to git); the
+records are then read by the one reader of many
 objects (:class:`~gitlease.gitio.catfile.BatchReader`: loose ones from their files, the
 rest through one ``git cat-file --batch`` stream).
 """
@@ -26,6 +28,7 @@ from ..gitio.gitread import (
     parse_for_each_ref,
     stderr_text,
 )
+from ..gitio.refwalk import ref_ids
 from ..model.bootclock import stamp_foreign
 from ..model.refname import PREFIX
 from .base import BlobRead
@@ -52,24 +55,29 @@ def read_many(git_dir: Path, git: Git, refs: Sequence[str]) -> list[Snapshot]:
     """Several refs, in the order given, in two git calls whatever their number.
 
     One ``for-each-ref`` lists the object id of every ref in the store (it reads no
-    blob, so it stays cheap with many claims), then the blobs of the refs asked for are
+    blob, so it stays cheap with many claims; a small store of plain refs is read from its
+    files, :func:`gitlease.gitio.refwalk.ref_ids`), then the blobs of the refs asked for are
     read in one stream. (Naming the refs to ``cat-file`` answers "missing" alike for an
     absent ref, a broken ref file and a missing object; a read of one ref is a process.)
     """
-    listed = git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
-    if listed.returncode != 0:
-        raise StoreError(f"cannot read the store {git_dir}: {stderr_text(listed)}")
     oids: dict[str, str] = {}
     symbolic: set[str] = set()
-    for line in listed.stdout.decode("utf-8", "replace").splitlines():
-        oid, _, rest = line.partition(" ")
-        ref, _, target = rest.partition(" ")
-        oids[ref] = oid
-        if target:
-            symbolic.add(ref)
     broken = {}
-    if b"ignoring broken ref" in listed.stderr:
-        broken = {s.ref: s for s in broken_refs(listed.stderr, PREFIX)}
+    walked = ref_ids(git_dir, PREFIX)
+    if walked is not None:
+        oids = dict(walked)
+    else:
+        listed = git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
+        if listed.returncode != 0:
+            raise StoreError(f"cannot read the store {git_dir}: {stderr_text(listed)}")
+        for line in listed.stdout.decode("utf-8", "replace").splitlines():
+            oid, _, rest = line.partition(" ")
+            ref, _, target = rest.partition(" ")
+            oids[ref] = oid
+            if target:
+                symbolic.add(ref)
+        if b"ignoring broken ref" in listed.stderr:
+            broken = {s.ref: s for s in broken_refs(listed.stderr, PREFIX)}
     wanted = list(dict.fromkeys(oids[r] for r in refs if r in oids and r not in symbolic))
     reader = BatchReader(git_dir)
     try:
@@ -130,7 +138,13 @@ def listed(
 def _listed_ids(git_dir: Path, prefix: str, batch: int, errors: list[bytes]) -> Iterator[list[str]]:
     """``git for-each-ref``'s lines of ``%(objectname) %(refname) %(symref)``, a batch at
     a time as git writes them (what git said on stderr, appended to ``errors``; STORE
-    if it failed: nothing read before then is to be used)."""
+    if it failed: nothing read before then is to be used). A small store of plain refs is
+    read from its files instead, the same lines (:func:`gitlease.gitio.refwalk.ref_ids`)."""
+    walked = ref_ids(git_dir, prefix)
+    if walked is not None:
+        for start in range(0, len(walked), batch):
+            yield [f"{oid} {ref} " for ref, oid in walked[start : start + batch]]
+        return
     import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
 
     fmt = "--format=%(objectname) %(refname) %(symref)"
