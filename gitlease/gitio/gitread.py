@@ -187,27 +187,6 @@ def surely_absent(git_dir: Path, ref: str) -> bool:
     return packed_refs_problem(git_dir, ref) is None
 
 
-def has_ref(git_dir: Path, ref: str) -> bool:
-    """Whether the repository at ``git_dir`` seems to hold ``ref``, without running git: its
-    loose file, or a line of ``packed-refs`` naming it (a quick look for a cheap "no"; a
-    reader of the ref still asks git)."""
-    if os.path.lexists(git_dir / ref):
-        return True
-    try:
-        fd = os.open(git_dir / "packed-refs", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        if os.fstat(fd).st_size == 0:
-            return False
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b" " + ref.encode("utf-8", "surrogateescape") + b"\n") >= 0
-    except (OSError, ValueError):
-        return True  # (unreadable: let git say)
-    finally:
-        os.close(fd)
-
-
 def _scan(
     git_dir: Path, data: bytes, name: bytes, ref: str, ident: str, sha256: bool
 ) -> str | None:

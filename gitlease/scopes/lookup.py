@@ -136,12 +136,12 @@ def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:
     scopes). One that exists but cannot be read (not as gitlease writes it) is made afresh
     from every record, in memory: slower, never blind. ``store``: makes the store to read
     the ref and the records with, when they are needed."""
-    from ..gitio.gitread import has_ref
+    from ..gitio.gitread import surely_absent
 
     index = read_index(store_dir)
     if index is None and index_path(store_dir).exists():
         index = rebuild(store())
-    if not has_ref(store_dir, SCOPES_INDEX_REF):
+    if surely_absent(store_dir, SCOPES_INDEX_REF):  # (unsure: read it, and fail closed)
         return index
     mirror = read_mirrored(store())
     if index is None:

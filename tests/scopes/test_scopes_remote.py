@@ -510,3 +510,27 @@ def test_a_scoped_push_cut_off_while_another_host_moved_the_index_is_decided_aga
     assert cut.returncode == 3, (out, err)
     assert json.loads(out)["error"]["claim"]["claim_id"] == other.json["claim_id"]
     assert "refs/worklease/auth.lease" not in remote_refs(server)
+
+
+def test_the_index_ref_is_read_unless_nothing_surely_names_it(tmp_path: Path) -> None:
+    """The look for a mirror's index ref answered "no scopes" when ``packed-refs`` could not
+    be opened (a commit then passed every scope unchecked): unsure, the ref is read, and a
+    store that cannot be read refuses (fail closed)."""
+    from gitlease.scopes import lookup
+
+    store_dir = tmp_path / "store.git"
+    git("init", "-q", "--bare", str(store_dir), cwd=tmp_path)
+    opened: list[str] = []
+
+    def store():  # type: ignore[no-untyped-def]
+        opened.append("store")
+        raise AssertionError("read")
+
+    assert lookup._index_of(store_dir, store) is None and not opened  # surely none
+    (store_dir / "packed-refs").symlink_to(store_dir / "packed-refs")  # (cannot be opened)
+    with pytest.raises(AssertionError, match="read"):
+        lookup._index_of(store_dir, store)
+    (store_dir / "packed-refs").unlink()
+    (store_dir / "reftable").mkdir()  # (git's other ref backend keeps no ref files)
+    with pytest.raises(AssertionError, match="read"):
+        lookup._index_of(store_dir, store)
