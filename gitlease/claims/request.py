@@ -65,14 +65,28 @@ MAX_TTL_CONFIG = "gitlease.maxTtl"
 
 def max_ttl_ms(worktree: Path | None = None) -> tuple[int, str]:
     """The longest TTL allowed, and where it comes from: ``git config gitlease.maxTtl`` (read
-    from ``worktree``, any scope), else a day. USAGE for a value that is not a duration."""
-    import subprocess
+    from ``worktree``, any scope), else a day. USAGE for a value that is not a duration.
 
-    cmd = ["git", *(["-C", str(worktree)] if worktree else []), "config", "--get", MAX_TTL_CONFIG]
-    try:
-        found = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        found = ""
+    In a repository it is read with the rest of the repository's configuration, by the read
+    that locates the store and is cached by the identity of every file it depends on
+    (:func:`gitlease.store.projects.read_config`): an acquire runs no ``git config`` of its
+    own, and a resident process (the MCP server) none a call. Outside one, one ``git
+    config`` reads the user's and the system's files."""
+    from ..gitio.gitdirs import find_git_dir
+    from ..store.projects import read_config
+
+    found_dir = find_git_dir(worktree or Path.cwd())
+    if found_dir is not None:
+        found = (read_config(found_dir[0]).max_ttl or "").strip()
+    else:
+        import subprocess
+
+        cmd = ["git", *(["-C", str(worktree)] if worktree else []), "config", "--get",
+               MAX_TTL_CONFIG]  # fmt: skip
+        try:
+            found = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.strip()
+        except OSError:
+            found = ""
     if not found:
         return DEFAULT_MAX_TTL_MS, f"the default; set {MAX_TTL_CONFIG} to change it"
     return duration_ms(found, name=MAX_TTL_CONFIG), f"{MAX_TTL_CONFIG} = {found}"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: The keys one ``git config`` call reads for locating a store, for reaching its remote, and
 #: for the commit hooks (``gitlease.trailers``, ``gitlease.requireClaim``).
 _KEYS = (
-    r"^(gitlease\.(store|remote|trailers|requireclaim)|remote\..*\.url"
+    r"^(gitlease\.(store|remote|trailers|requireclaim|maxttl)|remote\..*\.url"
     r"|url\..*\.(push)?insteadof|core\.sshcommand|credential\..*|http\..*)$"
 )
 #: Settings for reaching a remote that the repository's own configuration may hold, and that
@@ -56,8 +56,11 @@ _DEFAULT_PORTS = {
 class RepoConfig(Value):
     """What a repository's git configuration (every scope) says about gitlease and remotes."""
 
-    __slots__ = ("store", "remote", "remotes", "instead_of", "access", "trailers", "require_claim")
-    _defaults: ClassVar[dict[str, Any]] = {"trailers": False, "require_claim": False}
+    __slots__ = ("store", "remote", "remotes", "instead_of", "access", "trailers", "require_claim",
+                 "max_ttl")  # fmt: skip
+    _defaults: ClassVar[dict[str, Any]] = {
+        "trailers": False, "require_claim": False, "max_ttl": None
+    }  # fmt: skip
     store: str | None  # gitlease.store
     remote: str | None  # gitlease.remote ("" turns it off)
     remotes: dict[str, str]  # remote name -> url, as written
@@ -66,6 +69,7 @@ class RepoConfig(Value):
     access: tuple[tuple[str, str], ...]
     trailers: bool  # gitlease.trailers (as git reads a boolean)
     require_claim: bool  # gitlease.requireClaim
+    max_ttl: str | None  # gitlease.maxTtl, as written (None: not set, or set without a value)
 
     def url_of(self, name: str) -> str | None:
         """The URL of the remote ``name`` with ``url.<base>.insteadOf`` applied, as git does."""
@@ -95,6 +99,7 @@ def read_config(git_dir: Path) -> RepoConfig:
     read it)."""
     store = remote = None
     trailers = require_claim = False
+    max_ttl: str | None = None
     remotes: dict[str, str] = {}
     instead_of: dict[str, str] = {}
     access: list[tuple[str, str]] = []
@@ -111,11 +116,15 @@ def read_config(git_dir: Path) -> RepoConfig:
             trailers = _bool(raw)
         elif lowered == "gitlease.requireclaim":
             require_claim = _bool(raw)
+        elif lowered == "gitlease.maxttl":
+            max_ttl = raw  # (the last one wins, as for `git config --get`)
         elif lowered.startswith("remote.") and lowered.endswith(".url"):
             remotes.setdefault(key[len("remote.") : -len(".url")], value)
         elif lowered.startswith("url.") and lowered.endswith(".insteadof"):
             instead_of[value] = key[len("url.") : -len(".insteadof")]
-    return RepoConfig(store, remote, remotes, instead_of, tuple(access), trailers, require_claim)
+    return RepoConfig(
+        store, remote, remotes, instead_of, tuple(access), trailers, require_claim, max_ttl
+    )
 
 
 def _kept(entry: gitconfig.Entry) -> bool:

@@ -46,6 +46,46 @@ def test_a_ttl_above_the_configured_maximum_is_usage(repo: Path) -> None:
     assert run_cli("acquire", "ttl/3", "--ttl", "1h", cwd=repo).code == 2
 
 
+def test_the_maximum_is_read_with_the_configuration_and_follows_an_edit(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every acquire with a TTL ran ``git config --get gitlease.maxTtl``: a process a call in
+    the MCP server and the library, and one of a CLI acquire's. It is read with the rest of
+    the repository's configuration now (cached by its files), and an edit still counts."""
+    import subprocess
+
+    from conftest import run_cli as cli
+    from gitcalls import counted, counting_git
+
+    from gitlease.api import lease
+    from gitlease.store.location import open_store
+
+    monkeypatch.chdir(repo)
+    store = open_store(cwd=repo)
+    runs: list[list[str]] = []
+    real = subprocess.Popen.__init__
+
+    def noting(self, args, *a, **k):  # type: ignore[no-untyped-def]
+        runs.append([str(x) for x in args])
+        real(self, args, *a, **k)
+
+    lease.acquire(store, "mx/0", ttl="1h", bind=False, receipt=tmp_path / "r0.json")
+    monkeypatch.setattr(subprocess.Popen, "__init__", noting)
+    for i in range(1, 4):
+        lease.acquire(store, f"mx/{i}", ttl="1h", bind=False, receipt=tmp_path / f"r{i}.json")
+    assert not [r for r in runs if "config" in r], runs
+    monkeypatch.setattr(subprocess.Popen, "__init__", real)
+    git("config", "gitlease.maxTtl", "30m", cwd=repo)
+    with pytest.raises(UsageError, match=r"gitlease\.maxTtl = 30m"):
+        lease.acquire(store, "mx/9", ttl="1h", bind=False, receipt=tmp_path / "r9.json")
+    env, calls = counting_git(tmp_path)
+    assert cli("acquire", "mx/a", "--ttl", "10m", "--no-bind", cwd=repo, env=env).code == 0
+    calls.write_text("")
+    assert cli("acquire", "mx/b", "--ttl", "10m", "--no-bind", cwd=repo, env=env).code == 0
+    assert "gitlease.maxTtl" not in calls.read_text(), calls.read_text()
+    assert counted(calls) == 0, calls.read_text()  # (--no-bind: no look at the commit hooks)
+
+
 @pytest.mark.parametrize("option", ["--ttl", "--wait"])
 def test_a_bare_number_is_refused_naming_the_unit(repo: Path, option: str) -> None:
     """A bare number meant seconds silently."""
