@@ -24,14 +24,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from . import lazy
+
 PERM_GROUP = 0o660
 PERM_EVERYBODY = 0o664
 
 #: git dir (as text, with a trailing slash) -> git's value: > 0 widens, < 0 is exact.
 _SHARED: dict[str, int] = {}
 
-_SECTION = re.compile(r"^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:\"[^\"]*\")?\s*\]")
-_KEY = re.compile(r"^\s*sharedrepository\s*=\s*\"?([^\"\s;#]*)\"?", re.IGNORECASE)
+_SECTION = lazy(r"^\s*\[\s*([A-Za-z0-9.-]+)\s*(?:\"[^\"]*\")?\s*\]")
+_KEY = lazy(r"^\s*sharedrepository\s*=\s*\"?([^\"\s;#]*)\"?", re.IGNORECASE)
 
 
 def parse(value: str) -> int:

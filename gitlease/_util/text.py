@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 
+from . import lazy
+
 #: C0 controls (newline and tab included), DEL, C1 controls, and lone surrogates.
-UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+UNPRINTABLE = lazy(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_BUT_NEWLINE = lazy(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 
 def printable(text: str) -> str:
@@ -34,6 +36,8 @@ def printable(text: str) -> str:
     through this: a note can then never move the cursor, set a window title, or
     print a line that looks like another field. (Not reversible: a backslash stays.)
     """
+    if text.isprintable():  # (every character the pattern escapes is one Python calls not)
+        return text
     return UNPRINTABLE.sub(_escape_char, text)
 
 
@@ -49,7 +53,7 @@ def _escape_char(match: re.Match[str]) -> str:
 #: seen: format characters (bidi overrides and isolates, zero-width spaces and joiners, the
 #: soft hyphen) and the line and paragraph separators.
 INVISIBLE_CATEGORIES = frozenset({"Cf", "Zl", "Zp"})
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_NON_ASCII = lazy(r"[^\x00-\x7f]")
 
 
 def is_invisible(ch: str) -> bool:

@@ -8,10 +8,10 @@ hooks that run this on every push and commit stay lean: no pygit2, no click.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Iterable, Sequence
 
+from .._util import lazy
 from .._util.text import printable_strict
 from .._util.value import Value
 from ..errors import StoreError, UsageError
@@ -22,7 +22,7 @@ TRAILERS_CONFIG = "gitlease.trailers"
 REQUIRE_CONFIG = "gitlease.requireClaim"
 PROTECT_CONFIG = "gitlease.protect"
 
-_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_OID = lazy(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _LOG_FORMAT = f"%H%x00%S%x00%(trailers:key={TRAILER},valueonly,unfold,separator=%x01)%x00"
 #: ``git log`` options: no commit reachable from a ref here (the claims point at blobs: skip).
 NEW_TO_THE_REPOSITORY = ("--not", f"--exclude={PREFIX}*", "--all", "--not")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .._util import lazy
 from .._util.text import printable_strict
 from .._util.value import Value
 from ..errors import StoreError, UsageError
@@ -21,8 +22,8 @@ from ..model.refname import LEAF_SUFFIX, PREFIX, decode, encode
 from ..receipts import bindings as bindings_mod
 from .git import TRAILER, TRAILERS_CONFIG, Git
 
-_CLAIM_ID = re.compile(r"c-[0-9a-f]{16}")
-_REVISION = re.compile(r"r(?:0|[1-9][0-9]{0,17})")
+_CLAIM_ID = lazy(r"c-[0-9a-f]{16}")
+_REVISION = lazy(r"r(?:0|[1-9][0-9]{0,17})")
 
 
 class Trailer(Value):

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from contextlib import suppress
 from itertools import pairwise
 from pathlib import Path
 
-from .._util import TYPE_CHECKING
+from .._util import TYPE_CHECKING, lazy
 from .._util.files import atomic_write
 from .._util.value import Value
 from . import layout
@@ -28,9 +27,9 @@ if TYPE_CHECKING:  # (the commit check runs no git process: it never loads subpr
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
 UNREADABLE_OID = "0" * 40
 #: A full object id, SHA-1 or SHA-256.
-OID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-_PACKED_REFS_SHA1 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
-_PACKED_REFS_SHA256 = re.compile(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
+OID = lazy(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_PACKED_REFS_SHA1 = lazy(rb"(?:(?:#[^\n]*|\^[0-9a-f]{40}|[0-9a-f]{40} refs/\S+)?\n)*")
+_PACKED_REFS_SHA256 = lazy(rb"(?:(?:#[^\n]*|\^[0-9a-f]{64}|[0-9a-f]{64} refs/\S+)?\n)*")
 
 
 #: What git exports to the hooks it runs that would point another git process at a different

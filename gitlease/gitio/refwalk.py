@@ -31,6 +31,7 @@ import os
 import re
 from pathlib import Path
 
+from .._util import lazy
 from . import gitread
 
 #: A store with more refs than this is listed by git (its walk in C costs less per ref than
@@ -40,9 +41,9 @@ WALK_LIMIT = 2000
 _PACKED_LINE_BYTES = 256
 #: One component of a ref name this walk reads itself: plain characters, never git's special
 #: ones, never a leading ``.``, a trailing ``.`` or ``.lock``, ``..`` or ``@{`` (checked below).
-_COMPONENT = re.compile(r"[A-Za-z0-9_%+=@-][A-Za-z0-9_%+=@.-]*")
-_ID_SHA1 = re.compile(rb"[0-9a-f]{40}\n")
-_ID_SHA256 = re.compile(rb"[0-9a-f]{64}\n")
+_COMPONENT = lazy(r"[A-Za-z0-9_%+=@-][A-Za-z0-9_%+=@.-]*")
+_ID_SHA1 = lazy(rb"[0-9a-f]{40}\n")
+_ID_SHA256 = lazy(rb"[0-9a-f]{64}\n")
 
 
 def ref_ids(git_dir: Path, prefix: str) -> list[tuple[str, str]] | None:

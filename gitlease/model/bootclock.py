@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .._util import lazy
 from ..gitio import layout
 from ..gitio.gitread import Snapshot
 from .clock import Now, parse_rfc3339
@@ -33,8 +34,8 @@ from .sightings import Sightings
 #: How far two boot-clock starts (in wall time) may lie apart and still be one clock.
 START_TOLERANCE_MS = 6 * 3_600_000
 
-_QUALIFIER = re.compile(r"boottime([+-][0-9]{1,18})ms", re.ASCII)
-_FIELDS = re.compile(
+_QUALIFIER = lazy(r"boottime([+-][0-9]{1,18})ms", re.ASCII)
+_FIELDS = lazy(
     rb"\nexpires-at (?P<exp>[0-9T:.Z-]{1,40})\n(?:.*\n)*?boot-id (?P<boot>[!-~]{1,200})\n"
     rb"boot-expires-ms (?P<ms>-?[0-9]{1,19})\n"
 )

@@ -12,6 +12,7 @@ import re
 import time
 from functools import cache, lru_cache
 
+from .._util import lazy
 from .._util import testing as _testing
 from .._util.value import Value
 from ..errors import UsageError
@@ -52,7 +53,7 @@ def boot_id() -> str:
     return kernel if not offset else f"{kernel}~boottime{offset:+d}ms"
 
 
-_OFFSET_LINE = re.compile(r"boottime\s+(-?[0-9]{1,19})\s+([0-9]{1,9})", re.ASCII)
+_OFFSET_LINE = lazy(r"boottime\s+(-?[0-9]{1,19})\s+([0-9]{1,9})", re.ASCII)
 
 
 def boot_clock_offset_ms() -> int:
@@ -102,7 +103,7 @@ def rfc3339(wall_ms: int) -> str:
 
 
 # re.ASCII: \d is 0-9 only (not every Unicode digit); fullmatch: no trailing newline.
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z", re.ASCII)
+_RFC3339 = lazy(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z", re.ASCII)
 
 
 def parse_rfc3339(text: str) -> int:
@@ -143,7 +144,7 @@ def _days_from_civil(y: int, m: int, d: int) -> int:
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 # re.ASCII: ASCII digits and spaces only (float() would read "٥" as 5); fullmatch: no "\n".
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.ASCII)
+_DURATION = lazy(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", re.ASCII)
 MAX_DURATION_MS = 366 * 86_400_000
 
 

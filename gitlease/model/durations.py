@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 
+from .._util import lazy
 from ..errors import UsageError
 from .clock import MAX_DURATION_MS, parse_duration_ms
 
 # re.ASCII: ASCII digits only ("٥" is no 5).
-_BARE = re.compile(r"\s*\d+(?:\.\d+)?\s*", re.ASCII)
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", re.ASCII)
-_COMPOUND = re.compile(r"\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d)){2,}\s*", re.ASCII)
+_BARE = lazy(r"\s*\d+(?:\.\d+)?\s*", re.ASCII)
+_PART = lazy(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", re.ASCII)
+_COMPOUND = lazy(r"\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d)){2,}\s*", re.ASCII)
 
 
 def duration_ms(text: str | int | float, *, name: str = "duration") -> int:

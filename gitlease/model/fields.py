@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-from .._util import TYPE_CHECKING
+from .._util import TYPE_CHECKING, lazy
 from .._util.text import UNPRINTABLE
 from ..errors import CorruptRecordError, UsageError
 
@@ -26,14 +26,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-_WORD = re.compile(r"[!-~]+")  # printable ASCII, no spaces
-_HEX = re.compile(r"[0-9a-f]+")
-_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z", re.ASCII)
+_WORD = lazy(r"[!-~]+")  # printable ASCII, no spaces
+_HEX = lazy(r"[0-9a-f]+")
+_TIME = lazy(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z", re.ASCII)
 _INT_DIGITS = 19  # 2**63 - 1 has 19 digits: no value gets near Python's int-parsing limit
 MAX_INT = 2**63 - 1
 #: What a pasted bearer token looks like: the prefix and a run of base64url characters.
 #: (A real token has 43; a shorter run is refused too, since part of a token is a leak.)
-TOKEN_LIKE = re.compile(r"glt_[A-Za-z0-9_-]{16,}")
+TOKEN_LIKE = lazy(r"glt_[A-Za-z0-9_-]{16,}")
 MAX_SCOPES = 64
 MAX_SCOPE_CHARS = 1024
 #: Each kind's value as the whole-record expression matches it (written the canonical way).
@@ -46,7 +46,7 @@ PATTERNS = {
 }
 #: What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: a quoted string without
 #: these is written the one canonical way.
-_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+_JSON_ESCAPED = lazy(r'["\\\x00-\x1f]')
 
 
 def format_value(value: Any, kind: str) -> str:
@@ -76,7 +76,7 @@ def parse_paths(value: bytes) -> tuple[str, ...]:
         or not all(isinstance(p, str) and 0 < len(p) <= MAX_SCOPE_CHARS for p in paths)
     ):
         raise CorruptRecordError("the record's paths are not a list of 1 to 64 patterns")
-    if any(UNPRINTABLE.search(p) for p in paths):
+    if any(not p.isprintable() and UNPRINTABLE.search(p) for p in paths):
         raise CorruptRecordError("the record's paths hold a control character")
     out = tuple(paths)
     if format_paths(out) != text:
@@ -172,7 +172,7 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
         raise UsageError(f"{what} must be text, not {type(text).__name__}")
     if max_chars is not None and len(text) > max_chars:
         raise UsageError(f"{what} is {len(text)} characters long; at most {max_chars} are allowed")
-    bad = UNPRINTABLE.search(text)
+    bad = None if text.isprintable() else UNPRINTABLE.search(text)
     if bad is not None:
         code = ord(bad.group())
         if 0xD800 <= code <= 0xDFFF:

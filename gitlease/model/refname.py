@@ -33,8 +33,7 @@ validity, and the absence of case-fold and file/directory conflicts.
 
 from __future__ import annotations
 
-import re
-
+from .._util import lazy
 from ..errors import UsageError
 
 PREFIX = "refs/worklease/"
@@ -56,10 +55,10 @@ SCOPES_INDEX_REF = PREFIX + "@scopes"
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 _RESERVED_ENDINGS = (".lock", LEAF_SUFFIX)
-_COMPONENT = re.compile(r"^(?:[a-z0-9_-]|\.|%[0-9a-f]{2})+$")
-_BASE32 = re.compile(r"[a-z2-7]+")
+_COMPONENT = lazy(r"^(?:[a-z0-9_-]|\.|%[0-9a-f]{2})+$")
+_BASE32 = lazy(r"[a-z2-7]+")
 #: A resource that encodes to itself: segments of ``a-z 0-9 - _`` of at most CHUNK characters.
-_PLAIN = re.compile(rf"[a-z0-9_-]{{1,{CHUNK}}}(?:/[a-z0-9_-]{{1,{CHUNK}}})*")
+_PLAIN = lazy(rf"[a-z0-9_-]{{1,{CHUNK}}}(?:/[a-z0-9_-]{{1,{CHUNK}}})*")
 
 
 def validate_resource(resource: object) -> str:

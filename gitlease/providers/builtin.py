@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import parse_qs, urlsplit
 
+from .._util import lazy
 from ..errors import GitleaseError, UsageError
 from ..model.refname import validate_resource
 
@@ -90,9 +91,9 @@ def _url(item: str, bare_hosts: frozenset[str] | None) -> tuple[str, list[str], 
 
 # --- github -------------------------------------------------------------------------------
 
-_GH_OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
-_GH_REPO = re.compile(r"[A-Za-z0-9._-]{1,100}")
-_GH_SHORT = re.compile(r"([^/#]+)/([^/#]+)#([^#]+)")
+_GH_OWNER = lazy(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
+_GH_REPO = lazy(r"[A-Za-z0-9._-]{1,100}")
+_GH_SHORT = lazy(r"([^/#]+)/([^/#]+)#([^#]+)")
 _GH_WEB_HOSTS = frozenset({"github.com", "www.github.com"})
 _GH_API_HOST = "api.github.com"
 _GH_KINDS = frozenset({"issues", "pull", "pulls"})
@@ -139,8 +140,8 @@ class GitHub(BuiltinProvider):
 
 # --- gitlab -------------------------------------------------------------------------------
 
-_GL_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_GL_SHORT = re.compile(r"([^#!]+)([#!])([^#!]+)")
+_GL_SEGMENT = lazy(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_GL_SHORT = lazy(r"([^#!]+)([#!])([^#!]+)")
 _GL_KINDS = {"issues": "issues", "work_items": "issues", "merge_requests": "merge_requests"}
 
 
@@ -191,8 +192,8 @@ class GitLab(BuiltinProvider):
 
 # --- jira and linear ----------------------------------------------------------------------
 
-_JIRA_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]+)-([0-9]+)")
-_LINEAR_KEY = re.compile(r"([A-Za-z][A-Za-z0-9]*)-([0-9]+)")
+_JIRA_KEY = lazy(r"([A-Za-z][A-Za-z0-9_]+)-([0-9]+)")
+_LINEAR_KEY = lazy(r"([A-Za-z][A-Za-z0-9]*)-([0-9]+)")
 
 
 def _issue_key(pattern: re.Pattern[str], text: str) -> str:
@@ -262,7 +263,7 @@ class Linear(_KeyTracker):
 
 # --- beads ----------------------------------------------------------------------------------
 
-_BEADS_ID = re.compile(r"[a-z0-9][a-z0-9_]*(?:-[a-z0-9_]+)+(?:\.[1-9][0-9]*)*")
+_BEADS_ID = lazy(r"[a-z0-9][a-z0-9_]*(?:-[a-z0-9_]+)+(?:\.[1-9][0-9]*)*")
 
 
 class Beads(BuiltinProvider):
@@ -283,7 +284,7 @@ class Beads(BuiltinProvider):
 
 # --- taskmaster -----------------------------------------------------------------------------
 
-_TASK_ID = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+_TASK_ID = lazy(r"[0-9]+(?:\.[0-9]+)*")
 
 
 class Taskmaster(BuiltinProvider):

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import time
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 
+from .._util import lazy
 from .._util.files import atomic_write, mtime
 from ..errors import GitleaseError, ReceiptError, StoreError, UsageError
 from ..gitio import layout
@@ -51,8 +51,8 @@ LOG_SUFFIX = ".keepalive.log"
 WAKE_SUFFIX = ".wake"
 _LAYOUT = "layout"
 _HELD, _SPENT, _BUNDLES = "held", "spent", "bundles"
-_FLAT = re.compile(r"(?:[0-9a-f]{16}-[^/]+|bundle-[^/]+)\.json")
-_KEY = re.compile(r"[0-9a-f]{16}")
+_FLAT = lazy(r"(?:[0-9a-f]{16}-[^/]+|bundle-[^/]+)\.json")
+_KEY = lazy(r"[0-9a-f]{16}")
 
 
 def default_dir(worktree_git_dir: Path | None, state_home: Path) -> Path:

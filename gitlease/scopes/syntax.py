@@ -27,14 +27,14 @@ library only: the commit hook imports this module.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
+from .._util import lazy
 from ..errors import UsageError
 
 MAX_PATTERN_CHARS = 1024
 #: What a pattern (or a path a person gives) may not hold.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+CONTROL = lazy(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 # tokens: ("lit", char) | ("any",) | ("star",) | ("class", negated, ranges)
 #       | ("dstar-lead",) "**/" at the start | ("dstar-mid",) "/**/" | ("dstar-end",) "/**"

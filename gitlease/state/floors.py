@@ -32,12 +32,13 @@ import re
 from contextlib import suppress
 from pathlib import Path
 
+from .._util import lazy
 from .._util.files import atomic_write
 from ..gitio import layout
 
 PACKED = "packed"
-_LINE = re.compile(rb"^([0-9a-f]{40}) ([0-9]{1,19})$", re.MULTILINE)
-_NAME = re.compile(r"[0-9a-f]{40}")
+_LINE = lazy(rb"^([0-9a-f]{40}) ([0-9]{1,19})$", re.MULTILINE)
+_NAME = lazy(r"[0-9a-f]{40}")
 _WIDTH = 61  # 40 hex, a space, 19 digits, a newline
 
 

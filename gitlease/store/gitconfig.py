@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
 
+from .._util import lazy
 from .._util.digest import sha256
 from .._util.files import atomic_write
 from ..errors import StoreError
@@ -62,7 +63,7 @@ RACY_SECONDS = 2.0
 _VERSION = 1
 _ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_SYSTEM",
         "GIT_CONFIG_GLOBAL", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")  # fmt: skip
-_ENV_NUMBERED = re.compile(r"GIT_CONFIG_(KEY|VALUE)_\d+")
+_ENV_NUMBERED = lazy(r"GIT_CONFIG_(KEY|VALUE)_\d+")
 #: Where git reads the branch from for ``onbranch:`` while a rebase runs.
 _BRANCH_FILES = ("HEAD", "rebase-merge/head-name", "rebase-apply/head-name")
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from .._util import TYPE_CHECKING
+from .._util import TYPE_CHECKING, lazy
 from .._util.digest import sha256
 from .._util.value import Value
 from ..gitio.gitdirs import repository_for
@@ -38,13 +38,13 @@ _KEYS = (
 )
 #: Settings for reaching a remote that the repository's own configuration may hold, and that
 #: a git process in the store (a repository of its own) would otherwise not see.
-_ACCESS = re.compile(r"core\.sshcommand|credential\..*|http\..*|url\..*\.(push)?insteadof")
+_ACCESS = lazy(r"core\.sshcommand|credential\..*|http\..*|url\..*\.(push)?insteadof")
 #: What is never copied into the configuration cache: a setting that may hold a secret, and a
 #: URL with a user name or password (a token is often spelled as one).
-_SECRET_KEY = re.compile(r"credential\..*|http\..*\.?extraheader|http\..*proxy", re.IGNORECASE)
-_CREDENTIAL_URL = re.compile(r"(?:https?|ftps?)://[^/\s@]+@", re.IGNORECASE)
+_SECRET_KEY = lazy(r"credential\..*|http\..*\.?extraheader|http\..*proxy", re.IGNORECASE)
+_CREDENTIAL_URL = lazy(r"(?:https?|ftps?)://[^/\s@]+@", re.IGNORECASE)
 _BOOL_TRUE = ("true", "yes", "on", "1")
-_SCP = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
+_SCP = lazy(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
 _NETWORK_SCHEMES = ("ssh", "git+ssh", "ssh+git", "git", "http", "https", "ftp", "ftps")
 _MAX_HOPS = 8
 _DEFAULT_PORTS = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+from .._util import lazy
 from .._util.text import printable_lines
 from ..gitio.gitread import stderr_text
 
@@ -23,7 +24,7 @@ _SIBLING_REASONS = ("atomic push failed", "atomic push failure")
 _NO_VERDICT = ("remote failure", "remote failed to report")
 #: git's own words (never the server's ``remote:`` lines) when a push ended before any pack
 #: was sent: it could not read the remote's first answer, or that answer was a refusal.
-_BEFORE_PACK = re.compile(
+_BEFORE_PACK = lazy(
     "|".join(
         [
             r"Could not read from remote repository",  # ssh, file: connect.c die_initial_contact
@@ -38,11 +39,11 @@ _BEFORE_PACK = re.compile(
     )
 )
 #: ... unless git also says the pack went out (an HTTP POST that was answered with an error).
-_PACK_SENT = re.compile(r"RPC failed|send-pack: ")
+_PACK_SENT = lazy(r"RPC failed|send-pack: ")
 #: An answer to the POST that carried the pack, by which the server refused to process it.
-_HTTP_REFUSED = re.compile(r"RPC failed; HTTP (4\d\d)\b")
+_HTTP_REFUSED = lazy(r"RPC failed; HTTP (4\d\d)\b")
 #: Of those refusals, the ones that say nothing answered there: the network, or no repository.
-_UNREACHABLE = re.compile(
+_UNREACHABLE = lazy(
     "|".join(
         [
             r"Could not resolve host",
@@ -67,7 +68,7 @@ _UNREACHABLE = re.compile(
 #: The transport itself failed before the server's first answer (not the server, not the
 #: network's refusal): the connection was reset or closed during the ssh handshake, or the
 #: ssh process died on this host.
-_TRANSPORT = re.compile(
+_TRANSPORT = lazy(
     "|".join(
         [
             r"died of signal",  # git: the ssh command was killed
@@ -119,7 +120,7 @@ def before_pack(result: subprocess.CompletedProcess[bytes] | None) -> str | None
 
 #: git's own words when the server did not advertise a capability the push asked for; git
 #: stops before it sends anything.
-_MISSING_CAPABILITY = re.compile(r"the receiving end does not support (--[a-z-]+)")
+_MISSING_CAPABILITY = lazy(r"the receiving end does not support (--[a-z-]+)")
 #: What the server lacks, said in its own settings' words.
 _CAPABILITY = {
     "--atomic": "atomic push (git's `receive.advertiseAtomic` is off there, or the server "

@@ -219,6 +219,19 @@ def test_printable_leaves_no_control_character(value: str) -> None:
     shown.encode("utf-8")
 
 
+@given(st.one_of(st.text(max_size=40), _wild, st.text("ab\n\x1b[0-9;m\x85\ud800\u200b é")))
+@settings(max_examples=1000, deadline=None)
+def test_the_printable_fast_paths_answer_as_the_patterns(value: str) -> None:
+    """``printable`` and the CLI's output net skip their pattern when Python calls the text
+    printable: what they give is what the pattern alone gives."""
+    from gitlease._util.text import UNPRINTABLE, _escape_char, escape_invisible
+    from gitlease.cli.output import _CONTROL_OR_COLOUR, safe_text
+
+    assert printable(value) == UNPRINTABLE.sub(_escape_char, value)
+    net = re.sub(_CONTROL_OR_COLOUR, lambda m: m.group(1) or printable(m.group()), value)
+    assert safe_text(value) == escape_invisible(net)
+
+
 @given(st.one_of(_wild, st.from_regex(r"\s*\d{1,4}(\.\d{1,3})?\s*(ms|s|m|h|d)?\s*")))
 @settings(max_examples=500, deadline=None)
 def test_durations_take_ascii_digits_only(value: str) -> None:
