@@ -132,8 +132,10 @@ def packed_ids(git_dir: Path, prefix: str, max_bytes: int) -> dict[str, str] | N
     """The object id of every ref under ``prefix`` that ``packed-refs`` names, by ref (empty
     when there is no such file), or None when git must read the file: it is not well formed
     or not sorted as its header says (the check of :func:`packed_refs_problem`, remembered by
-    the same identity), names a ref twice, or is larger than ``max_bytes`` (a small store's
-    walk, :mod:`gitlease.gitio.refwalk`, leaves a big one to git)."""
+    the same identity), holds a line git would refuse (a comment that is not the header, a
+    peeled line after no ref, a blank line, the null id), names a ref twice, or is larger than
+    ``max_bytes`` (a small store's walk, :mod:`gitlease.gitio.refwalk`, leaves a big one to
+    git)."""
     try:
         fd = os.open(git_dir / "packed-refs", os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -158,12 +160,28 @@ def packed_ids(git_dir: Path, prefix: str, max_bytes: int) -> dict[str, str] | N
         if not (pattern.fullmatch(data) and _sorted_as_claimed(data)):
             return None
         _remember_good(git_dir, ident)
+    lines = data.split(b"\n")
+    if lines[-1]:
+        return None  # (a last line without its newline)
     start = prefix.encode("utf-8", "surrogateescape")
     found: dict[str, str] = {}
-    for line in data.split(b"\n"):
+    after_ref = False
+    for number, line in enumerate(lines[:-1]):
+        if line.startswith(b"#"):
+            if number or not line.startswith(b"# pack-refs with:"):
+                return None  # (git reads only its header as a comment: "unexpected line")
+            continue
+        if line.startswith(b"^"):
+            if not after_ref:
+                return None  # (a peeled line that follows no ref: git refuses the file)
+            after_ref = False
+            continue
         oid, _, name = line.partition(b" ")
+        if not name or oid.strip(b"0") == b"":
+            return None  # (a blank line, or the null id: git's to judge)
+        after_ref = True
         if not name.startswith(start):
-            continue  # (the header, a peeled line, the end, a ref elsewhere)
+            continue  # (a ref elsewhere)
         ref = name.decode("utf-8", "surrogateescape")
         if ref in found:
             return None
@@ -179,10 +197,14 @@ def surely_absent(git_dir: Path, ref: str) -> bool:
     if not ref.startswith("refs/") or "\0" in ref or "/." in ref:
         return False
     try:
-        if os.path.lexists(git_dir / ref) or os.path.isdir(git_dir / "reftable"):
+        if os.path.isdir(git_dir / "reftable"):
             return False
+        os.lstat(git_dir / ref)
+        return False  # (a file or link at its name)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # (nothing at its name: an absent ref, or a packed one)
     except (OSError, ValueError):
-        return False
+        return False  # (a folder this user cannot enter, say: unsure, and git may skip it)
     return packed_refs_problem(git_dir, ref) is None
 
 

@@ -12,9 +12,11 @@ Anything else is left to git, which knows every rule of refs: :func:`ref_ids` an
 for a name git might refuse or skip (a component starting with ``.``, ending with ``.lock``
 or ``.``, ``..``, ``@{``, any character outside the plain set), a file that is not exactly an
 id and a newline (a symbolic ref, a damaged file), a link, a ``packed-refs`` that is not
-well formed or not sorted as it says, a ``reftable/`` folder, a git directory that keeps its
-refs in another (``commondir``), or more refs than :data:`WALK_LIMIT` (git's C walk is the
-faster one there). So what is answered is what ``git for-each-ref
+well formed or not sorted as it says, or holds a line git would refuse, a ``reftable/``
+folder, a git directory that keeps its refs in another (``commondir``), or more refs than
+:data:`WALK_LIMIT` (git's C walk is the faster one there). A folder or file of the refs this
+user cannot read is STORE, not left to git: git skips such a folder without a word, and a
+held claim in it would be listed as free. So what is answered is what ``git for-each-ref
 --format='%(objectname) %(refname)'`` prints for the same files, sorted the same way; the
 tests compare the two on stores made to differ (``tests/gitio/test_refwalk.py``).
 
@@ -32,6 +34,7 @@ import re
 from pathlib import Path
 
 from .._util import lazy
+from ..errors import StoreError
 from . import gitread
 
 #: A store with more refs than this is listed by git (its walk in C costs less per ref than
@@ -79,6 +82,8 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
             entries = list(os.scandir(git_dir / folder))
         except FileNotFoundError:
             continue  # (removed while walked: what it held is in packed-refs, read after)
+        except PermissionError:
+            raise _unreadable(git_dir, folder) from None
         except OSError:
             return None
         for entry in entries:
@@ -95,14 +100,25 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
                     data = f.read(72)
             except FileNotFoundError:
                 continue  # (packed while walked: see the module's text)
+            except PermissionError:
+                raise _unreadable(git_dir, ref) from None
             except OSError:
                 return None
-            if not id_line.fullmatch(data):
-                return None
+            if not id_line.fullmatch(data) or not data.strip(b"0\n"):
+                return None  # (not an id and a newline, or the null id: git's to judge)
             found[ref] = data[:-1].decode("ascii")
             if len(found) > WALK_LIMIT:
                 return None
     return found
+
+
+def _unreadable(git_dir: Path, where: str) -> StoreError:
+    """STORE for a part of the refs this user cannot read: git would skip it without a word,
+    and a held claim in it would be listed as free (fail closed instead)."""
+    return StoreError(
+        f"cannot read the store {git_dir}: {where} cannot be read by this user (permission "
+        "denied); a claim there could be missed: fix the store's permissions"
+    )
 
 
 def _plain(ref: str) -> bool:

@@ -133,7 +133,7 @@ _IDS = [(oid + "\n").encode() for oid in (A, B, C)]
 _ODD_CONTENTS = [
     A.encode(), (A.upper() + "\n").encode(), (A + " \n").encode(), (" " + A + "\n").encode(),
     (A + "\r\n").encode(), (A + "\nmore\n").encode(), b"ref: refs/worklease/a\n",
-    b"not an id\n", b"", ("d" * 64 + "\n").encode(),
+    b"not an id\n", b"", ("d" * 64 + "\n").encode(), ("0" * 40 + "\n").encode(),
 ]  # fmt: skip
 _SORTED = "# pack-refs with: peeled fully-peeled sorted \n"
 
@@ -214,7 +214,9 @@ def test_plain_stores_are_walked_as_git_lists_them(
         max_size=5,
     ),
     packed_names=st.lists(st.one_of(_names(_PLAIN), _names(_PLAIN + _ODD)), max_size=5),
-    packed_ids=st.lists(st.sampled_from([A, B, C, "e" * 39, "^" + A]), min_size=5, max_size=5),
+    packed_ids=st.lists(
+        st.sampled_from([A, B, C, "e" * 39, "^" + A, "0" * 40, "#"]), min_size=5, max_size=5
+    ),
     header=st.sampled_from(["", _SORTED, "# pack-refs with: peeled \n"]),
     order=st.sampled_from(["sorted", "reversed", "given"]),
     link=st.sampled_from([False, False, False, True]),
@@ -248,3 +250,74 @@ def test_a_loose_ref_with_a_leading_blank_is_git_s_to_judge(repo: Path) -> None:
     assert read_blob_ref(git_dir, ref) is None
     shown = run_cli("show", "lb/x", "--json", cwd=repo)
     assert shown.code == 7 and "corrupt" in shown.out, shown
+
+
+def test_a_ref_folder_this_user_cannot_read_is_store_not_free(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git skips a folder of refs it cannot list without a word: in a store shared by several
+    users, a folder one of them made 0700 held a claim the others' `list` and `free` showed
+    as free, and `show` too (nothing at its name, as far as this user could see). Unsure is
+    not absent: the walk says STORE, and the one-ref look leaves the answer to git."""
+    import os
+
+    from gitlease.errors import StoreError
+
+    assert run_cli("acquire", "pm/held", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    folder = git_dir / "refs" / "worklease" / "pm"
+    real_scandir, real_lstat = os.scandir, os.lstat
+
+    def scandir(path):  # type: ignore[no-untyped-def]
+        if Path(path) == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    def lstat(path, *a, **k):  # type: ignore[no-untyped-def]
+        if Path(path).parent == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *a, **k)
+
+    monkeypatch.setattr(refwalk.os, "scandir", scandir)
+    with pytest.raises(StoreError, match="cannot be read by this user"):
+        refwalk.ref_ids(git_dir, PREFIX)
+    monkeypatch.setattr(gitread.os, "lstat", lstat)
+    assert not gitread.surely_absent(git_dir, "refs/worklease/pm/held.lease")
+    monkeypatch.undo()
+    assert gitread.surely_absent(git_dir, "refs/worklease/pm/other.lease")
+    assert not gitread.surely_absent(git_dir, "refs/worklease/pm/held.lease")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"# refs/worklease/c.lease\n",  # a comment after the header: git says "unexpected line"
+        b"^" + A.encode() + b"\n^" + B.encode() + b"\n",  # two peeled lines in a row
+        b"\n",  # a blank line
+        b"0" * 40 + b" refs/worklease/z.lease\n",  # the null id
+    ],
+)
+def test_a_packed_refs_line_git_refuses_is_git_s_to_judge(repo: Path, damage: bytes) -> None:
+    """The walk took a comment line naming a ref for a ref whose id is ``#``, and read other
+    lines git refuses the whole file for: each goes to git now, which says what it says."""
+    for name in ("pd/a", "pd/b"):
+        assert run_cli("acquire", name, "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    store_git("pack-refs", "--all", cwd=repo)
+    git_dir = store_path(repo)
+    packed = git_dir / "packed-refs"
+    packed.write_bytes(packed.read_bytes() + damage)
+    gitread._KNOWN_GOOD.clear()
+    assert refwalk.ref_ids(git_dir, PREFIX) is None
+    listed = run_cli("list", "--json", cwd=repo)
+    resources = [c["resource"] for c in listed.json.get("claims", [])] if listed.code == 0 else []
+    assert listed.code == 7 or "c" not in resources, listed
+
+
+def test_a_loose_ref_of_the_null_id_is_git_s_to_judge(repo: Path) -> None:
+    """git ignores a ref file of forty zeros as broken; the walk listed it with that id."""
+    assert run_cli("acquire", "nz/a", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    _write(git_dir, "refs/worklease/nz/zero.lease", b"0" * 40 + b"\n")
+    assert refwalk.ref_ids(git_dir, PREFIX) is None
+    listed = {c["ref"]: c for c in run_cli("list", "--json", cwd=repo).json["claims"]}
+    assert listed["refs/worklease/nz/zero.lease"]["state"] == "invalid", listed
