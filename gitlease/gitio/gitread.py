@@ -18,6 +18,7 @@ from pathlib import Path
 from .._util import TYPE_CHECKING, lazy
 from .._util.files import atomic_write
 from .._util.value import Value
+from ..errors import StoreError
 from . import layout
 
 if TYPE_CHECKING:  # (the commit check runs no git process: it never loads subprocess)
@@ -206,6 +207,44 @@ def surely_absent(git_dir: Path, ref: str) -> bool:
     except (OSError, ValueError):
         return False  # (a folder this user cannot enter, say: unsure, and git may skip it)
     return packed_refs_problem(git_dir, ref) is None
+
+
+def unreadable_ref(git_dir: Path, ref: str) -> str | None:
+    """Why this user cannot tell whether ``ref`` has a loose file (a folder on its way that
+    cannot be entered), or None. git answers "no such ref" there, as for an absent one."""
+    try:
+        os.lstat(git_dir / ref)
+    except PermissionError:
+        return "the ref's folder cannot be read by this user (permission denied)"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def unreadable_error(git_dir: Path, where: str) -> StoreError:
+    """STORE for a part of the refs this user cannot read: git skips such a folder without a
+    word, and a held claim in it would be listed as free (fail closed instead)."""
+    return StoreError(
+        f"cannot read the store {git_dir}: {where} cannot be read by this user (permission "
+        "denied); a claim there could be missed: fix the store's permissions"
+    )
+
+
+def unreadable_folder(git_dir: Path, prefix: str) -> str | None:
+    """The first folder of refs under ``prefix`` this user cannot list, or None: git skips
+    such a folder without a word, and a listing that took git's word would miss the claims in
+    it. (One ``scandir`` a folder, no file read.)"""
+    pending = [git_dir / prefix.rstrip("/")]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+        except PermissionError:
+            return str(folder.relative_to(git_dir))
+        except OSError:
+            continue  # (gone, or not a folder: nothing hidden there)
+    return None
 
 
 def _scan(

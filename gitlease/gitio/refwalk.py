@@ -34,7 +34,6 @@ import re
 from pathlib import Path
 
 from .._util import lazy
-from ..errors import StoreError
 from . import gitread
 
 #: A store with more refs than this is listed by git (its walk in C costs less per ref than
@@ -83,7 +82,7 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
         except FileNotFoundError:
             continue  # (removed while walked: what it held is in packed-refs, read after)
         except PermissionError:
-            raise _unreadable(git_dir, folder) from None
+            raise gitread.unreadable_error(git_dir, folder) from None
         except OSError:
             return None
         for entry in entries:
@@ -101,7 +100,7 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
             except FileNotFoundError:
                 continue  # (packed while walked: see the module's text)
             except PermissionError:
-                raise _unreadable(git_dir, ref) from None
+                raise gitread.unreadable_error(git_dir, ref) from None
             except OSError:
                 return None
             if not id_line.fullmatch(data) or not data.strip(b"0\n"):
@@ -110,15 +109,6 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
             if len(found) > WALK_LIMIT:
                 return None
     return found
-
-
-def _unreadable(git_dir: Path, where: str) -> StoreError:
-    """STORE for a part of the refs this user cannot read: git would skip it without a word,
-    and a held claim in it would be listed as free (fail closed instead)."""
-    return StoreError(
-        f"cannot read the store {git_dir}: {where} cannot be read by this user (permission "
-        "denied); a claim there could be missed: fix the store's permissions"
-    )
 
 
 def _plain(ref: str) -> bool:

@@ -27,6 +27,8 @@ from ..gitio.gitread import (
     git_env,
     parse_for_each_ref,
     stderr_text,
+    unreadable_error,
+    unreadable_folder,
 )
 from ..gitio.refwalk import ref_ids
 from ..model.bootclock import stamp_foreign
@@ -51,6 +53,15 @@ def snapshot(ref: str, oid: str, found: Found) -> Snapshot:
     return Snapshot._of((ref, oid, body, None, None))
 
 
+def readable(git_dir: Path, prefix: str) -> None:
+    """STORE when a folder of refs under ``prefix`` cannot be listed by this user: git skips
+    it without a word, and a listing that took git's word would show the claims in it as
+    free (a store shared by several users, one of whose umask made a folder 0700)."""
+    folder = unreadable_folder(git_dir, prefix)
+    if folder is not None:
+        raise unreadable_error(git_dir, folder)
+
+
 def read_many(git_dir: Path, git: Git, refs: Sequence[str]) -> list[Snapshot]:
     """Several refs, in the order given, in two git calls whatever their number.
 
@@ -67,6 +78,7 @@ def read_many(git_dir: Path, git: Git, refs: Sequence[str]) -> list[Snapshot]:
     if walked is not None:
         oids = dict(walked)
     else:
+        readable(git_dir, PREFIX)
         listed = git("for-each-ref", "--format=%(objectname) %(refname) %(symref)", PREFIX)
         if listed.returncode != 0:
             raise StoreError(f"cannot read the store {git_dir}: {stderr_text(listed)}")
@@ -145,6 +157,7 @@ def _listed_ids(git_dir: Path, prefix: str, batch: int, errors: list[bytes]) -> 
         for start in range(0, len(walked), batch):
             yield [f"{oid} {ref} " for ref, oid in walked[start : start + batch]]
         return
+    readable(git_dir, prefix)
     import subprocess  # (a read loads subprocess only when it runs git: 1.5-2 ms a process)
 
     fmt = "--format=%(objectname) %(refname) %(symref)"
@@ -185,6 +198,7 @@ def _listed_ids(git_dir: Path, prefix: str, batch: int, errors: list[bytes]) -> 
 def for_each_ref(git_dir: Path, git: Git, pattern: str, read_blob: BlobRead) -> list[Snapshot]:
     """Every ref matching ``pattern`` with its blob, from one ``git for-each-ref`` (or, when
     an object behind a ref is missing, names and ids first, then each blob)."""
+    readable(git_dir, pattern)
     fmt = "%(refname) %(objectname) %(objecttype) %(raw:size) %(symref)%0a%(raw)"
     result = git("for-each-ref", f"--format={fmt}", pattern)
     if result.returncode != 0:

@@ -34,6 +34,7 @@ from ..gitio.gitread import (
     is_symbolic,
     packed_refs_problem,
     surely_absent,
+    unreadable_ref,
 )
 from ..gitio.objects import read_blob_ref
 from ..model.bootclock import stamp_foreign
@@ -170,11 +171,14 @@ class LocalStore(Store):
 
     def _missed(self, snap: Snapshot) -> Snapshot:
         """``snap``, or, when git found no such ref while ``packed-refs`` names it (git
-        binary-searches a file headed ``sorted`` and misses a line out of order), that
-        problem: never an absent ref while a line may name it."""
+        binary-searches a file headed ``sorted`` and misses a line out of order), or while
+        its folder cannot be read by this user (git skips such a folder without a word),
+        that problem: never an absent ref while something may hold it."""
         if snap.oid is not None:
             return snap
-        problem = packed_refs_problem(self.git_dir, snap.ref)
+        problem = unreadable_ref(self.git_dir, snap.ref) or packed_refs_problem(
+            self.git_dir, snap.ref
+        )
         return Snapshot(snap.ref, UNREADABLE_OID, None, problem) if problem else snap
 
     def read_all(self, prefix: str = PREFIX) -> list[Snapshot]:

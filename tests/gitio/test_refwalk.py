@@ -321,3 +321,46 @@ def test_a_loose_ref_of_the_null_id_is_git_s_to_judge(repo: Path) -> None:
     assert refwalk.ref_ids(git_dir, PREFIX) is None
     listed = {c["ref"]: c for c in run_cli("list", "--json", cwd=repo).json["claims"]}
     assert listed["refs/worklease/nz/zero.lease"]["state"] == "invalid", listed
+
+
+def test_a_listing_through_git_refuses_a_folder_this_user_cannot_read(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store too large for the walk is listed by git, which skips a folder it cannot list
+    without a word: the folders are looked at first (STORE), and a ref git calls absent while
+    its folder cannot be entered is a problem, never a free resource."""
+    import os
+
+    from gitlease.api.reads import list_claims
+    from gitlease.errors import StoreError
+    from gitlease.gitio.gitread import Snapshot
+    from gitlease.store.location import open_store
+
+    for name in ("pg/held", "other/a"):
+        assert run_cli("acquire", name, "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    folder = git_dir / "refs" / "worklease" / "pg"
+    monkeypatch.setattr(refwalk, "WALK_LIMIT", 1)  # (git lists this store)
+    store = open_store(cwd=repo)
+    assert [c.resource for c in list_claims(store)] == ["other/a", "pg/held"]
+    real_scandir, real_lstat = os.scandir, os.lstat
+
+    def scandir(path):  # type: ignore[no-untyped-def]
+        if Path(path) == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    def lstat(path, *a, **k):  # type: ignore[no-untyped-def]
+        if Path(path).parent == folder:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_lstat(path, *a, **k)
+
+    monkeypatch.setattr(gitread.os, "scandir", scandir)
+    with pytest.raises(StoreError, match="refs/worklease/pg cannot be read by this user"):
+        list_claims(store)
+    names = [f"refs/worklease/pg/{i}.lease" for i in range(20)]
+    with pytest.raises(StoreError, match="cannot be read by this user"):
+        store.read_many(["refs/worklease/pg/held.lease", *names])
+    monkeypatch.setattr(gitread.os, "lstat", lstat)
+    missed = store._missed(Snapshot("refs/worklease/pg/held.lease", None, None))
+    assert missed.oid is not None and "permission denied" in (missed.problem or ""), missed
