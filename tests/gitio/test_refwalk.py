@@ -252,20 +252,11 @@ def test_a_loose_ref_with_a_leading_blank_is_git_s_to_judge(repo: Path) -> None:
     assert shown.code == 7 and "corrupt" in shown.out, shown
 
 
-def test_a_ref_folder_this_user_cannot_read_is_store_not_free(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """git skips a folder of refs it cannot list without a word: in a store shared by several
-    users, a folder one of them made 0700 held a claim the others' `list` and `free` showed
-    as free, and `show` too (nothing at its name, as far as this user could see). Unsure is
-    not absent: the walk says STORE, and the one-ref look leaves the answer to git."""
+def _denied(folder: Path):  # type: ignore[no-untyped-def]
+    """``os.scandir`` and ``os.lstat`` as a user who cannot enter ``folder`` sees them (a
+    folder's mode does not stop root, as whom the tests may run)."""
     import os
 
-    from gitlease.errors import StoreError
-
-    assert run_cli("acquire", "pm/held", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
-    git_dir = store_path(repo)
-    folder = git_dir / "refs" / "worklease" / "pm"
     real_scandir, real_lstat = os.scandir, os.lstat
 
     def scandir(path):  # type: ignore[no-untyped-def]
@@ -278,6 +269,22 @@ def test_a_ref_folder_this_user_cannot_read_is_store_not_free(
             raise PermissionError(13, "Permission denied", str(path))
         return real_lstat(path, *a, **k)
 
+    return scandir, lstat
+
+
+def test_a_ref_folder_this_user_cannot_read_is_store_not_free(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git skips a folder of refs it cannot list without a word: in a store shared by several
+    users, a folder one of them made 0700 held a claim the others' `list` and `free` showed
+    as free, and `show` too (nothing at its name, as far as this user could see). Unsure is
+    not absent: the walk says STORE, and the one-ref look leaves the answer to git."""
+    from gitlease.errors import StoreError
+
+    assert run_cli("acquire", "pm/held", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    folder = git_dir / "refs" / "worklease" / "pm"
+    scandir, lstat = _denied(folder)
     monkeypatch.setattr(refwalk.os, "scandir", scandir)
     with pytest.raises(StoreError, match="cannot be read by this user"):
         refwalk.ref_ids(git_dir, PREFIX)
@@ -329,7 +336,6 @@ def test_a_listing_through_git_refuses_a_folder_this_user_cannot_read(
     """A store too large for the walk is listed by git, which skips a folder it cannot list
     without a word: the folders are looked at first (STORE), and a ref git calls absent while
     its folder cannot be entered is a problem, never a free resource."""
-    import os
 
     from gitlease.api.reads import list_claims
     from gitlease.errors import StoreError
@@ -343,18 +349,7 @@ def test_a_listing_through_git_refuses_a_folder_this_user_cannot_read(
     monkeypatch.setattr(refwalk, "WALK_LIMIT", 1)  # (git lists this store)
     store = open_store(cwd=repo)
     assert [c.resource for c in list_claims(store)] == ["other/a", "pg/held"]
-    real_scandir, real_lstat = os.scandir, os.lstat
-
-    def scandir(path):  # type: ignore[no-untyped-def]
-        if Path(path) == folder:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_scandir(path)
-
-    def lstat(path, *a, **k):  # type: ignore[no-untyped-def]
-        if Path(path).parent == folder:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_lstat(path, *a, **k)
-
+    scandir, lstat = _denied(folder)
     monkeypatch.setattr(gitread.os, "scandir", scandir)
     with pytest.raises(StoreError, match="refs/worklease/pg cannot be read by this user"):
         list_claims(store)
