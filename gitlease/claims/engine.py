@@ -26,9 +26,10 @@ from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, holder_remaining_ms, judge
 from ..model.clock import Now, format_duration, rfc3339
 from ..model.fields import check_text
-from ..model.record import RELEASED, Record, SigningKey
+from ..model.record import RELEASED, Record, SigningKey, blob_oid
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
+from ..state import verified_records as verified
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.base import Store
 from . import ownership
@@ -349,6 +350,12 @@ def write_signed(
             raise
         oids = settle(exc)
     oids = oids[: len(signed)]  # (the riders' ids: nobody's claim)
+    # (the records this process signed: a read of them here checks no signature again)
+    length = len(oids[0]) if oids else 40
+    verified.note_written(
+        store.git_dir,
+        [o for (_, r), o in zip(signed, oids, strict=True) if o == blob_oid(r.raw or b"", length)],
+    )
     return [
         judge(Snapshot(snap.ref, oid, record.raw), now, record.resource)
         for (snap, record), oid in zip(signed, oids, strict=True)

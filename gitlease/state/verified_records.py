@@ -7,7 +7,8 @@ id X verified" stays true for ever: the cache cannot go stale. It is one file
 per user in the store, ``worklease/verified-<uid>``: a header line, then one
 object id a line: the ids of the records a read just saw first, all of them,
 then up to :data:`MAX_ENTRIES` older ones. Written whole with
-:func:`~gitlease._util.files.atomic_write`.
+:func:`~gitlease._util.files.atomic_write` by the reads; a write appends the ids of the records
+it wrote (:func:`note_written`).
 
 What it may do, and what not (docs/design.md, the verified-records cache):
 
@@ -90,6 +91,37 @@ def contains(git_dir: Path, oid: str) -> bool:
     """Whether ``oid`` was verified before (one read, no set built: for ``show``)."""
     data = _read(git_dir)
     return bool(data) and b"\n" + oid.encode("ascii", "replace") + b"\n" in data
+
+
+def note_written(git_dir: Path, oids: Iterable[str]) -> None:
+    """Add the ids of records this process just wrote (it signed them: a write is its own
+    proof), so that the next read of them here, ``show`` or ``list`` right after an acquire,
+    checks no signature and loads no ``cryptography`` (10-20 ms of a command's start).
+
+    Appended, not rewritten: a write costs one small append whatever the cache holds, and
+    only to a file a read would trust (made whole by :func:`save` if there is none). Best
+    effort, and nothing it can go wrong with counts: a line torn by a crash is an id that no
+    record's bytes hash to, an append lost to a read's rewrite is a miss, and a file grown
+    past its bound is not trusted until the next read writes it afresh."""
+    text = "".join(f"{oid}\n" for oid in oids if oid).encode("ascii", "replace")
+    if not text:
+        return
+    target = path(git_dir)
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        save(git_dir, text.decode("ascii").split())
+        return
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+            os.write(fd, text)  # (one write of a few lines: O_APPEND puts it whole at the end)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save(git_dir: Path, seen: Iterable[str], known: Iterable[str] = ()) -> None:
