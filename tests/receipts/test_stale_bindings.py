@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import git, run_cli
+from conftest import git, run_cli, store_path
 
 
 def _until_expired(resource: str, cwd: Path) -> None:
@@ -80,6 +80,9 @@ def test_list_reads_the_store_once_however_many_bindings_are_stale(
         assert run_cli("acquire", f"unit/{n}", "--ttl", "1s", cwd=a).code == 0
     for n in (1, 2, 3):
         _until_expired(f"unit/{n}", a)
+    # a name the listing's own walk of a small store leaves to git (which skips it): the
+    # store is listed by git, whose processes are what is counted
+    (store_path(a) / "refs" / "worklease" / ".walk-off").write_text("")
 
     def listed(cwd: Path, *args: str) -> tuple[Any, int]:
         trace = tmp_path / "trace"
@@ -88,13 +91,13 @@ def test_list_reads_the_store_once_however_many_bindings_are_stale(
         assert got.code == 0, got
         # (``git config`` runs or not by the age of each worktree's configuration files, git's
         # racy rule: what is counted is the reads of the store)
-        lines = trace.read_text().splitlines()
+        lines = trace.read_text().splitlines() if trace.exists() else []
         return got.json, sum("built-in: git " in x and "git config" not in x for x in lines)
 
     doc, bound = listed(a)
     assert sorted(s["resource"] for s in doc["stale_bindings"]) == ["unit/1", "unit/2", "unit/3"]
     _, unbound = listed(b)  # the same store, from a worktree bound to nothing
-    assert bound == unbound
+    assert bound == unbound >= 1, (bound, unbound)  # (git's for-each-ref names the refs)
     # a binding the listing leaves out (another prefix) is still judged
     doc, _ = listed(a, "--prefix", "unit/1")
     assert sorted(s["resource"] for s in doc["stale_bindings"]) == ["unit/1", "unit/2", "unit/3"]
