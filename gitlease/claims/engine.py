@@ -29,7 +29,6 @@ from ..model.fields import check_text
 from ..model.record import RELEASED, Record, SigningKey, blob_oid
 from ..receipts import directory as receiptdir
 from ..receipts.receipt import ClaimRef, Receipt
-from ..state import verified_records as verified
 from ..state.guards import GUARD_WAIT_SECONDS
 from ..store.base import Store
 from . import ownership
@@ -350,7 +349,10 @@ def write_signed(
             raise
         oids = settle(exc)
     oids = oids[: len(signed)]  # (the riders' ids: nobody's claim)
-    # (the records this process signed: a read of them here checks no signature again)
+    # (the records this process signed: a read of them here checks no signature again; not
+    # imported at the top: the commit check imports this module, and writes nothing)
+    from ..state import verified_records as verified
+
     length = len(oids[0]) if oids else 40
     verified.note_written(
         store.git_dir,
