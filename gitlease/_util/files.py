@@ -37,7 +37,13 @@ _HELD = _local()  # path -> descriptor of the flocks this thread holds
 
 
 def atomic_write(
-    path: Path, data: bytes, *, durable: bool, mode: int = 0o600, exclusive: bool = False
+    path: Path,
+    data: bytes,
+    *,
+    durable: bool,
+    mode: int = 0o600,
+    exclusive: bool = False,
+    private: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` through a temporary file in the same directory.
 
@@ -46,8 +52,10 @@ def atomic_write(
     survives a power cut; otherwise a crash may leave the old content. The
     temporary file is created exclusively and never through a symlink.
     ``exclusive``: ``path`` must not exist yet (``FileExistsError`` otherwise); the
-    file appears whole, by a hard link, so it is never replaced. Raises
-    ``OSError``; the caller says what the file was.
+    file appears whole, by a hard link, so it is never replaced. ``private``: a file of
+    this user's alone (a per-user cache) keeps ``mode`` in a store several users share,
+    where the others get the store's shared mode. Raises ``OSError``; the caller says what
+    the file was.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.gitlease")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -55,7 +63,8 @@ def atomic_write(
     try:
         try:
             os.fchmod(fd, mode)  # the umask may have taken bits away
-            perms.widen_fd(fd, path, mode)  # a store several users write (sharing/perms.py)
+            if not private:
+                perms.widen_fd(fd, path, mode)  # a store several users write (sharing.py)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]

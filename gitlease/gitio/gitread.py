@@ -210,14 +210,22 @@ def surely_absent(git_dir: Path, ref: str) -> bool:
 
 
 def unreadable_ref(git_dir: Path, ref: str) -> str | None:
-    """Why this user cannot tell whether ``ref`` has a loose file (a folder on its way that
-    cannot be entered), or None. git answers "no such ref" there, as for an absent one."""
+    """Why this user cannot read ``ref``'s loose file, or whether it has one (a folder on its
+    way that cannot be entered, a file that cannot be opened), or None. git answers "no such
+    ref" for both, as for an absent one."""
+    path = git_dir / ref
     try:
-        os.lstat(git_dir / ref)
+        os.lstat(path)
     except PermissionError:
         return "the ref's folder cannot be read by this user (permission denied)"
     except (OSError, ValueError):
-        pass
+        return None  # (nothing there)
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC))
+    except PermissionError:
+        return "the ref file cannot be read by this user (permission denied)"
+    except OSError:
+        pass  # (a link, a folder: git judges those; gone since: absent, as git said)
     return None
 
 
@@ -238,6 +246,8 @@ def unreadable_folder(git_dir: Path, prefix: str) -> str | None:
     while pending:
         folder = pending.pop()
         try:
+            if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
+                return str(folder.relative_to(git_dir))  # (listed but not entered: git skips)
             with os.scandir(folder) as entries:
                 pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
         except PermissionError:

@@ -78,6 +78,10 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
     while pending:
         folder = pending.pop()
         try:
+            if not os.access(git_dir / folder, os.R_OK | os.X_OK) and os.path.isdir(
+                git_dir / folder
+            ):
+                raise PermissionError(13, "Permission denied", folder)
             entries = list(os.scandir(git_dir / folder))
         except FileNotFoundError:
             continue  # (removed while walked: what it held is in packed-refs, read after)

@@ -108,7 +108,8 @@ def note_written(git_dir: Path, oids: Iterable[str]) -> None:
         return
     target = path(git_dir)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(target, flags)  # (O_NONBLOCK: a FIFO put there must not hold a write)
     except FileNotFoundError:
         save(git_dir, text.decode("ascii").split())
         return
@@ -139,4 +140,4 @@ def save(git_dir: Path, seen: Iterable[str], known: Iterable[str] = ()) -> None:
     with contextlib.suppress(OSError):
         target = path(git_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data, durable=False)
+        atomic_write(target, data, durable=False, private=True)

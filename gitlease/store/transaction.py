@@ -20,7 +20,7 @@ from typing import Any
 
 from .._util import sharing as perms
 from ..errors import CompareAndSwapFailed, CorruptRecordError, StoreError
-from ..gitio.gitread import SYMBOLIC, UNREADABLE_OID, Snapshot, packed_refs_problem
+from ..gitio.gitread import SYMBOLIC, UNREADABLE_OID, Snapshot, packed_refs_problem, unreadable_ref
 from ..model.refname import SCOPES_INDEX_REF
 
 #: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
@@ -65,8 +65,11 @@ class Writer:
             reference = self.repo.references.get(ref)
         except (pygit2.GitError, ValueError) as exc:
             return Snapshot(ref, UNREADABLE_OID, None, f"the ref file is corrupt ({exc})")
+        except OSError as exc:  # (libgit2 could not open it: a folder this user cannot enter)
+            why = f"the ref cannot be read by this user ({exc.strerror or exc})"
+            return Snapshot(ref, UNREADABLE_OID, None, why)
         if reference is None:
-            problem = packed_refs_problem(self.git_dir, ref)
+            problem = unreadable_ref(self.git_dir, ref) or packed_refs_problem(self.git_dir, ref)
             if problem:  # libgit2 skips lines it cannot parse: "absent" may be a lie
                 return Snapshot(ref, UNREADABLE_OID, None, problem)
             return Snapshot(ref, None, None)

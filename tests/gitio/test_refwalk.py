@@ -359,3 +359,52 @@ def test_a_listing_through_git_refuses_a_folder_this_user_cannot_read(
     monkeypatch.setattr(gitread.os, "lstat", lstat)
     missed = store._missed(Snapshot("refs/worklease/pg/held.lease", None, None))
     assert missed.oid is not None and "permission denied" in (missed.problem or ""), missed
+
+
+def test_a_ref_file_this_user_cannot_open_is_a_problem_never_absent(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder others may enter (0711) holding a ref file only its owner reads (0600): git
+    answers "no such ref" and for-each-ref lists nothing there, and `show` said free."""
+    import os
+
+    from gitlease.gitio.gitread import Snapshot
+    from gitlease.store.location import open_store
+
+    assert run_cli("acquire", "po/held", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    held = git_dir / "refs" / "worklease" / "po" / "held.lease"
+    real_open = os.open
+
+    def denied(path, *a, **k):  # type: ignore[no-untyped-def]
+        if Path(path) == held:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(gitread.os, "open", denied)
+    store = open_store(cwd=repo)
+    missed = store._missed(Snapshot("refs/worklease/po/held.lease", None, None))
+    assert missed.oid is not None and "cannot be read" in (missed.problem or ""), missed
+    free = store._missed(Snapshot("refs/worklease/po/free.lease", None, None))
+    assert free.oid is None, "a ref with no file is absent, as git says"
+
+
+def test_a_folder_listed_but_not_entered_is_store_for_every_listing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder this user may list but not enter (0744 of another's): git skips the refs in
+    it without a word; the look at the folders before a listing through git missed them."""
+    import os
+
+    from gitlease.errors import StoreError
+
+    assert run_cli("acquire", "pe/held", "--no-bind", "--ttl", "10m", cwd=repo).code == 0
+    git_dir = store_path(repo)
+    folder = git_dir / "refs" / "worklease" / "pe"
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, m, *a, **k: Path(p) != folder and real_access(p, m, *a, **k)
+    )
+    assert gitread.unreadable_folder(git_dir, PREFIX) == "refs/worklease/pe"
+    with pytest.raises(StoreError, match="cannot be read by this user"):
+        refwalk.ref_ids(git_dir, PREFIX)

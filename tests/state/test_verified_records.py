@@ -130,3 +130,25 @@ def test_decisions_never_use_the_cache(cli, repo: Path) -> None:
     assert cli("heartbeat", "c/1").code == 4
     report = cli("verify", "--json")
     assert report.code != 0 and "invalid-record" in report.out, report
+
+
+def test_a_fifo_at_the_cache_path_never_holds_a_write(repo: Path) -> None:
+    """Anyone who may make files in a shared store's folder could put a FIFO where a user's
+    cache goes: a write opened it to append and waited for a reader, its guard held."""
+    from gitlease.state.verified_records import note_written
+
+    path = _cache(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    note_written(store_path(repo), ["a" * 40])  # (returns: nothing reads the FIFO)
+    assert path.exists() and not path.is_file()
+
+
+def test_the_cache_is_this_user_s_alone_in_a_shared_store(cli, repo: Path) -> None:
+    """In a store with core.sharedRepository=group every file gitlease writes is made group
+    writable, the cache too, which the reads then refused: the cache never worked there."""
+    git(f"--git-dir={store_path(repo)}", "config", "core.sharedRepository", "group", cwd=repo)
+    assert cli("acquire", "sh/1", "--ttl", "5m", "--no-bind").code == 0
+    assert probe(repo, "cli", "list", "--json")["code"] == 0
+    assert oct(_cache(repo).stat().st_mode & 0o777) == oct(0o600)
+    assert probe(repo, "cli", "show", "sh/1")["crypto"] == [], "the cache is used"

@@ -198,7 +198,8 @@ def test_files_in_a_shared_store_get_gits_shared_modes(
     """Every file and folder gitlease makes under ``worklease/`` in a ``--shared=X`` store
     gets the bits git gives its own (files: X's group and world bits; folders: searchable
     where readable, set-gid); an octal X is the exact mode; with ``umask`` they stay as
-    before (no group write)."""
+    before (no group write). A user's verified-records cache stays theirs alone (0600): the
+    reads trust it only if nobody else can write it."""
     store = tmp_path / "claims.git"
     git("init", "-q", "--bare", f"--shared={shared}", str(store), cwd=tmp_path)
     env = {"GITLEASE_STORE": str(store)}
@@ -209,6 +210,9 @@ def test_files_in_a_shared_store_get_gits_shared_modes(
     assert len(made) > 3, made
     for path in made:
         mode = path.stat().st_mode & 0o7777
+        if path.name.startswith("verified-"):  # (one user's cache: theirs alone, 0600)
+            assert mode == 0o600, (path, oct(mode))
+            continue
         bits = dir_bits if path.is_dir() else file_bits
         if bits:
             assert mode & bits == bits, (path, oct(mode))

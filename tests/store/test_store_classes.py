@@ -57,3 +57,23 @@ def test_the_remote_side_uses_no_private_name_of_the_local_store() -> None:
 def test_a_remote_store_is_no_local_store_by_class() -> None:
     assert LocalStore not in RemoteStore.__mro__
     assert RemoteStore not in LocalStore.__mro__
+
+
+def test_a_ref_libgit2_cannot_open_is_a_problem_not_an_unexpected_error(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libgit2 raises OSError for a ref under a folder this user cannot enter: an acquire
+    there ended in exit 1, an unexpected error. It is a ref that cannot be read (exit 7)."""
+    from types import SimpleNamespace
+
+    from gitlease.store.location import open_store
+
+    store = open_store(cwd=repo)
+    writer = store.writer
+
+    def denied(ref: str) -> None:
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(writer, "repo", SimpleNamespace(references=SimpleNamespace(get=denied)))
+    snap = writer.read("refs/worklease/x/held.lease")
+    assert snap.oid is not None and "cannot be read by this user" in (snap.problem or ""), snap
