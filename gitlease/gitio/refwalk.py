@@ -72,8 +72,10 @@ def ref_ids(git_dir: Path, prefix: str) -> list[tuple[str, str]] | None:
 
 
 def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, str] | None:
-    """The loose refs under ``prefix``, or None at the first thing git must judge."""
-    found: dict[str, str] = {}
+    """The loose refs under ``prefix``, or None at the first thing git must judge. The
+    folders are listed first and the files read only then: a store with more than
+    :data:`WALK_LIMIT` refs goes to git having read none of them."""
+    files: list[tuple[str, str]] = []  # (ref, path)
     pending = [prefix[:-1]]
     while pending:
         folder = pending.pop()
@@ -96,22 +98,28 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
             try:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(ref)
-                    continue
-                if not entry.is_file(follow_symlinks=False):
+                elif entry.is_file(follow_symlinks=False):
+                    files.append((ref, entry.path))
+                else:
                     return None  # (a link, a socket: git reads through links)
-                with open(entry.path, "rb") as f:
-                    data = f.read(72)
-            except FileNotFoundError:
-                continue  # (packed while walked: see the module's text)
-            except PermissionError:
-                raise gitread.unreadable_error(git_dir, ref) from None
             except OSError:
                 return None
-            if not id_line.fullmatch(data) or not data.strip(b"0\n"):
-                return None  # (not an id and a newline, or the null id: git's to judge)
-            found[ref] = data[:-1].decode("ascii")
-            if len(found) > WALK_LIMIT:
-                return None
+        if len(files) > WALK_LIMIT:
+            return None
+    found: dict[str, str] = {}
+    for ref, path in files:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(72)
+        except FileNotFoundError:
+            continue  # (packed while walked: see the module's text)
+        except PermissionError:
+            raise gitread.unreadable_error(git_dir, ref) from None
+        except OSError:
+            return None
+        if not id_line.fullmatch(data) or not data.strip(b"0\n"):
+            return None  # (not an id and a newline, or the null id: git's to judge)
+        found[ref] = data[:-1].decode("ascii")
     return found
 
 

@@ -112,11 +112,17 @@ def test_a_loose_ref_packed_while_the_walk_runs_is_found(
 def test_a_store_larger_than_the_walk_goes_to_git(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Above the limit git lists the store, and the walk read no ref file first (it read up
+    to the limit before: 2,000 wasted reads on every look at a big store)."""
     for name in ("big/a", "big/b", "big/c"):
         assert run_cli("acquire", name, "--no-bind", "--ttl", "10m", cwd=repo).code == 0
     git_dir = store_path(repo)
     monkeypatch.setattr(refwalk, "WALK_LIMIT", 2)
+    opened: list[str] = []
+    monkeypatch.setattr(refwalk, "open", lambda p, m="r": opened.append(p), raising=False)
     assert refwalk.ref_ids(git_dir, PREFIX) is None
+    assert opened == [], "a store too large for the walk goes to git with no file read"
+    monkeypatch.delattr(refwalk, "open")
     store_git("pack-refs", "--all", cwd=repo)
     assert refwalk.ref_ids(git_dir, PREFIX) is None
     monkeypatch.setattr(refwalk, "WALK_LIMIT", 3)
