@@ -42,8 +42,12 @@ class _Lazy:
         compiled = self._compile()
         for method in _METHODS:
             setattr(self, method, getattr(compiled, method))
-        self.__dict__.update(pattern=compiled.pattern, flags=compiled.flags)
-        self.__dict__.update(groups=compiled.groups, groupindex=compiled.groupindex)
+        self.__dict__.update(
+            pattern=compiled.pattern,
+            flags=compiled.flags,
+            groups=compiled.groups,
+            groupindex=compiled.groupindex,
+        )
         return getattr(compiled, name)
 
     def __repr__(self) -> str:

@@ -41,6 +41,12 @@ def printable(text: str) -> str:
     return UNPRINTABLE.sub(_escape_char, text)
 
 
+def first_unprintable(text: str) -> re.Match[str] | None:
+    """The first control character or lone surrogate of ``text`` (what :func:`printable`
+    escapes), or None; text Python calls printable is answered without the pattern."""
+    return None if text.isprintable() else UNPRINTABLE.search(text)
+
+
 def _escape_char(match: re.Match[str]) -> str:
     code = ord(match.group())
     named = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(code)

@@ -23,6 +23,7 @@ from . import layout
 
 if TYPE_CHECKING:  # (the commit check runs no git process: it never loads subprocess)
     import subprocess
+    from collections.abc import Iterator
     from typing import Any, ClassVar
 
 #: The object id a snapshot gives a ref that exists but cannot be read (corrupt, symbolic).
@@ -238,22 +239,38 @@ def unreadable_error(git_dir: Path, where: str) -> StoreError:
     )
 
 
-def unreadable_folder(git_dir: Path, prefix: str) -> str | None:
-    """The first folder of refs under ``prefix`` this user cannot list, or None: git skips
-    such a folder without a word, and a listing that took git's word would miss the claims in
-    it. (One ``scandir`` a folder, no file read.)"""
-    pending = [git_dir / prefix.rstrip("/")]
+def ref_folders(git_dir: Path, prefix: str) -> Iterator[tuple[str, list[os.DirEntry[str]]]]:
+    """Each folder of refs under ``prefix`` (its name under ``git_dir``) with its entries; a
+    folder gone meanwhile is skipped. ``PermissionError`` naming the folder (its ``filename``)
+    at one this user cannot list or enter: git skips such a folder without a word, and a
+    listing that took git's word would miss the claims in it. Other errors as they come."""
+    pending = [prefix.rstrip("/")]
     while pending:
         folder = pending.pop()
+        path = git_dir / folder
         try:
-            if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
-                return str(folder.relative_to(git_dir))  # (listed but not entered: git skips)
-            with os.scandir(folder) as entries:
-                pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+            if os.path.isdir(path) and not os.access(path, os.R_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")  # (listed but not entered)
+            with os.scandir(path) as found:
+                entries = list(found)
         except PermissionError:
-            return str(folder.relative_to(git_dir))
-        except OSError:
-            continue  # (gone, or not a folder: nothing hidden there)
+            raise PermissionError(13, "Permission denied", folder) from None
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        yield folder, entries
+        pending.extend(f"{folder}/{e.name}" for e in entries if e.is_dir(follow_symlinks=False))
+
+
+def unreadable_folder(git_dir: Path, prefix: str) -> str | None:
+    """The first folder of refs under ``prefix`` this user cannot list or enter, or None
+    (:func:`ref_folders`: one ``scandir`` a folder, no file read)."""
+    try:
+        for _ in ref_folders(git_dir, prefix):
+            pass
+    except PermissionError as exc:
+        return str(exc.filename)
+    except OSError:
+        pass  # (a folder that cannot be read for another reason: git says what it says)
     return None
 
 

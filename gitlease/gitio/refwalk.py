@@ -76,36 +76,21 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
     folders are listed first and the files read only then: a store with more than
     :data:`WALK_LIMIT` refs goes to git having read none of them."""
     files: list[tuple[str, str]] = []  # (ref, path)
-    pending = [prefix[:-1]]
-    while pending:
-        folder = pending.pop()
-        try:
-            if not os.access(git_dir / folder, os.R_OK | os.X_OK) and os.path.isdir(
-                git_dir / folder
-            ):
-                raise PermissionError(13, "Permission denied", folder)
-            entries = list(os.scandir(git_dir / folder))
-        except FileNotFoundError:
-            continue  # (removed while walked: what it held is in packed-refs, read after)
-        except PermissionError:
-            raise gitread.unreadable_error(git_dir, folder) from None
-        except OSError:
-            return None
-        for entry in entries:
-            ref = f"{folder}/{entry.name}"
-            if not _COMPONENT.fullmatch(entry.name) or not _plain_component(entry.name):
-                return None
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(ref)
-                elif entry.is_file(follow_symlinks=False):
-                    files.append((ref, entry.path))
-                else:
+    try:
+        for folder, entries in gitread.ref_folders(git_dir, prefix):
+            for entry in entries:
+                if not _plain_component(entry.name):
+                    return None
+                if entry.is_file(follow_symlinks=False):
+                    files.append((f"{folder}/{entry.name}", entry.path))
+                elif not entry.is_dir(follow_symlinks=False):
                     return None  # (a link, a socket: git reads through links)
-            except OSError:
+            if len(files) > WALK_LIMIT:
                 return None
-        if len(files) > WALK_LIMIT:
-            return None
+    except PermissionError as exc:
+        raise gitread.unreadable_error(git_dir, str(exc.filename)) from None
+    except OSError:
+        return None
     found: dict[str, str] = {}
     for ref, path in files:
         try:
@@ -124,10 +109,11 @@ def _loose(git_dir: Path, prefix: str, id_line: re.Pattern[bytes]) -> dict[str, 
 
 
 def _plain(ref: str) -> bool:
-    return all(
-        _COMPONENT.fullmatch(part) is not None and _plain_component(part) for part in ref.split("/")
-    )
+    return all(_plain_component(part) for part in ref.split("/"))
 
 
 def _plain_component(part: str) -> bool:
+    """A component of a ref name that git reads plainly (see :data:`_COMPONENT`)."""
+    if _COMPONENT.fullmatch(part) is None:
+        return False
     return not (part.endswith((".", ".lock")) or ".." in part or "@{" in part or part == "@")

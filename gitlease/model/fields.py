@@ -19,7 +19,7 @@ import json
 import re
 
 from .._util import TYPE_CHECKING, lazy
-from .._util.text import UNPRINTABLE
+from .._util.text import first_unprintable
 from ..errors import CorruptRecordError, UsageError
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def parse_paths(value: bytes) -> tuple[str, ...]:
         or not all(isinstance(p, str) and 0 < len(p) <= MAX_SCOPE_CHARS for p in paths)
     ):
         raise CorruptRecordError("the record's paths are not a list of 1 to 64 patterns")
-    if any(not p.isprintable() and UNPRINTABLE.search(p) for p in paths):
+    if any(first_unprintable(p) for p in paths):
         raise CorruptRecordError("the record's paths hold a control character")
     out = tuple(paths)
     if format_paths(out) != text:
@@ -172,7 +172,7 @@ def check_text(text: object, what: str, *, max_chars: int | None = None) -> str:
         raise UsageError(f"{what} must be text, not {type(text).__name__}")
     if max_chars is not None and len(text) > max_chars:
         raise UsageError(f"{what} is {len(text)} characters long; at most {max_chars} are allowed")
-    bad = None if text.isprintable() else UNPRINTABLE.search(text)
+    bad = first_unprintable(text)
     if bad is not None:
         code = ord(bad.group())
         if 0xD800 <= code <= 0xDFFF:

@@ -103,21 +103,22 @@ def note_written(git_dir: Path, oids: Iterable[str]) -> None:
     effort, and nothing it can go wrong with counts: a line torn by a crash is an id that no
     record's bytes hash to, an append lost to a read's rewrite is a miss, and a file grown
     past its bound is not trusted until the next read writes it afresh."""
-    text = "".join(f"{oid}\n" for oid in oids if oid).encode("ascii", "replace")
-    if not text:
+    ids = [oid for oid in oids if oid]
+    if not ids:
         return
     target = path(git_dir)
     try:
         flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         fd = os.open(target, flags)  # (O_NONBLOCK: a FIFO put there must not hold a write)
     except FileNotFoundError:
-        save(git_dir, text.decode("ascii").split())
+        save(git_dir, ids)
         return
     except OSError:
         return
     try:
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022:
+            text = "".join(f"{oid}\n" for oid in ids).encode("ascii", "replace")
             os.write(fd, text)  # (one write of a few lines: O_APPEND puts it whole at the end)
     except OSError:
         pass
