@@ -227,6 +227,14 @@ def flocked(
         os.close(fd)
 
 
+def held_fds() -> list[int]:
+    """The descriptors of the flocks this thread holds (:func:`flocked`), for a child process
+    that writes under them (``git update-ref``, :mod:`gitlease.store.plumbing`): the child
+    holds them too, so that they outlive this process should it be killed while the child
+    still writes. (A ref lock found under the guard is then surely a dead writer's.)"""
+    return sorted(_HELD.__dict__.get("fds", {}).values())
+
+
 def still_at(fd: int, path: Path) -> bool:
     """Whether the open file ``fd`` is still the file at ``path`` (not removed or replaced)."""
     try:

@@ -21,7 +21,7 @@ def verify(opts: Options, repair: bool) -> int:
     """Check every record: parse, signature, transitions, stale locks, orphan receipts."""
     from ..maintenance.verify import verify as do_verify
 
-    report = do_verify(open_store(opts), repair=repair)
+    report = do_verify(open_store(opts, writes="many"), repair=repair)
     doc = report.to_dict()
     lines = [
         f"checked {report.checked} refs: "
@@ -54,7 +54,7 @@ def prune(opts: Options, older_than: str | None, auto: bool) -> None:
     files, then git gc. Never touches an active claim; revisions keep increasing."""
     from ..maintenance.prune import retain
 
-    report = retain(open_store(opts), older_than=older_than, auto=auto)
+    report = retain(open_store(opts, writes="many"), older_than=older_than, auto=auto)
     emit(opts, report.to_dict(), report.describe())
 
 

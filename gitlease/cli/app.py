@@ -129,13 +129,16 @@ def cli() -> None:
 resident: Any = None
 
 
-def open_store(opts: Options) -> Any:
-    """The store the shared options choose."""
+def open_store(opts: Options, *, writes: str = "few") -> Any:
+    """The store the shared options choose. ``writes``: ``"few"`` for a command that writes
+    a claim or a few (its store is ``one_shot``: each write one ``git update-ref``, pygit2
+    never imported); ``"many"`` for a pass that writes a record a resource (``verify
+    --repair``, ``prune``: one libgit2 handle for them all)."""
     if resident is not None:
         return resident.open_store(opts.store, opts.remote)
     from ..api.location import open_store as open_location
 
-    return open_location(opts.store, remote=opts.remote)
+    return open_location(opts.store, remote=opts.remote, one_shot=writes == "few")
 
 
 #: The exit status of a command whose stdout was closed before it could answer (as a

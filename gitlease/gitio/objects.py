@@ -20,6 +20,10 @@ reads instead of a ``git cat-file`` process. Since the caller may trust the byte
 id (a binding names the record it wrote by id), this one checks that the bytes hash to the
 id. Anything else (a packed ref or object, a symbolic ref, an object store with alternates,
 SHA-256) answers None, and the caller asks git, which reads every form.
+
+:func:`write_blob` writes one as git does, for a process that writes a record or two and
+exits (:mod:`gitlease.store.plumbing`): an object file never changes once named, so a write
+is one exclusive link of a whole file, and one that is already there is left as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import zlib
 from pathlib import Path
 from types import TracebackType
 
+from .._util import sharing as perms
 from .._util.digest import sha1
+from .._util.files import atomic_write, fsync_dir
 
 #: A larger object is left to git (a claim record is under a kilobyte; this only bounds
 #: what a forged object could make this process inflate).
@@ -136,3 +142,46 @@ def _inflated(packed: bytes) -> tuple[str, bytes] | None:
     if not nul or not size.isdigit() or int(size) != len(body) or not kind.isalpha():
         return None
     return kind.decode("ascii"), body
+
+
+def write_blob(git_dir: Path, data: bytes, *, durable: bool) -> str:
+    """Store ``data`` as a loose blob of the SHA-1 repository at ``git_dir``; its object id.
+
+    The file is written whole and linked under its name (:func:`~gitlease._util.files.
+    atomic_write`, ``exclusive``), read-only as git makes it, in the store's shared mode
+    if several users share it. One already there is the same bytes (that is what its name
+    says): its time is refreshed instead, as git does, so that a ``git gc`` sweeping old
+    unreferenced objects does not take it before the ref that names it lands.
+    ``durable``: the file, its folder and a folder made for it are synced before this
+    returns. Raises ``OSError``; the caller says what the store was.
+    """
+    header = b"blob %d\0" % len(data)
+    digest = sha1(header)
+    digest.update(data)
+    oid = digest.hexdigest()
+    folder = git_dir / "objects" / oid[:2]
+    path = folder / oid[2:]
+    try:
+        os.utime(path)
+        return oid
+    except FileNotFoundError:
+        pass
+    except OSError:  # (another user's object in a shared store: there, if not refreshed)
+        if os.path.lexists(path):
+            return oid
+    made = False
+    if not folder.is_dir():
+        with perms.shared_umask(git_dir):
+            try:
+                folder.mkdir()
+                made = True
+            except FileExistsError:
+                pass
+    try:
+        packed = zlib.compress(header + data, 1)
+        atomic_write(path, packed, durable=durable, mode=0o444, exclusive=True)
+    except FileExistsError:
+        return oid  # (the same object, written meanwhile by another writer)
+    if made and durable:
+        fsync_dir(folder.parent)
+    return oid

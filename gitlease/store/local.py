@@ -8,9 +8,13 @@ Two ways in, one store:
   loose are read from their files, and so is a ref that is absent; anything else is asked
   of plain ``git`` (one call for one ref). The reads of many refs are in
   :mod:`gitlease.store.listing`.
-* Writes open the repository with pygit2 (:mod:`gitlease.store.transaction`) and change a
-  ref only through :meth:`LocalStore.compare_and_swap_many`: lock the refs, re-read them
-  while holding the locks, compare with what the caller observed, set, commit.
+* Writes change a ref only through :meth:`LocalStore.compare_and_swap_many`: lock the
+  refs, re-read them while holding the locks, compare with what the caller observed, set,
+  commit. A process that keeps a store open (the library, ``gitlease mcp``, the keeper)
+  makes it a libgit2 reference transaction through pygit2 (:mod:`gitlease.store.transaction`);
+  a process that writes once or twice and exits (the CLI: ``one_shot``) makes it one
+  ``git update-ref --stdin`` (:mod:`gitlease.store.plumbing`), since importing pygit2
+  costs more than the rest of such a write. Both take git's ref locks.
 
 Around every write sits the resource's guard (:meth:`~gitlease.store.base.Store.guard`).
 The history the retention pass keeps and trims, and ``git gc``, are in
@@ -43,9 +47,26 @@ from .base import BlobRead, Location, Store, Update
 
 if TYPE_CHECKING:
     import subprocess
-    from typing import Any
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+    from typing import Any, Protocol
 
     from .transaction import Writer
+
+    class RefWriter(Protocol):
+        """What a local store asks of its writer (libgit2's, or ``git update-ref``'s)."""
+
+        git_dir: Path
+
+        def durable(self) -> AbstractContextManager[None]: ...
+        def write_blob(self, data: bytes) -> str: ...
+        def compare_and_swap_many(
+            self, updates: list[tuple[str, str | None, bytes]], message: str
+        ) -> list[str]: ...
+        def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None: ...
+        def follow(self, pairs: list[tuple[str, str | None, str]], message: str) -> None: ...
+        def locked(self, ref: str) -> AbstractContextManager[None]: ...
+        def ensure_reflog(self, ref: str) -> None: ...
 
 
 #: Up to how many refs :meth:`LocalStore.read_many` looks each up in the files before it
@@ -54,34 +75,50 @@ QUICK_READS = 16
 
 
 class LocalStore(Store):
-    """A store on this host. Cheap to make; pygit2 is imported on the first write only."""
+    """A store on this host. Cheap to make; pygit2 is imported on the first write only, and
+    never when ``one_shot`` (a process that writes once or twice and exits: the module's
+    text)."""
 
-    def __init__(self, location: Location) -> None:
+    def __init__(self, location: Location, *, one_shot: bool = False) -> None:
         super().__init__(location)
-        self._writer: Writer | None = None
+        self.one_shot = one_shot
+        self._writer: RefWriter | None = None
+        self._reader: Writer | None = None  # libgit2's writer: then the reads go through it
         perms.register(self.git_dir)  # core.sharedRepository: several users write it
 
     # ----------------------------------------------------------------- the writer
 
     @property
-    def writer(self) -> Writer:
-        """The pygit2 side of this store (:mod:`gitlease.store.transaction`), made on first
-        use: writes, and the reads a write decides from."""
+    def writer(self) -> RefWriter:
+        """This store's writer, made on first use: ``git update-ref``'s for a one-shot
+        process in a store it serves (:func:`gitlease.store.plumbing.serves`), else
+        libgit2's (:mod:`gitlease.store.transaction`), through which the reads a write
+        decides from then go too."""
+        if self._writer is None and self.one_shot:
+            from . import plumbing
+
+            if plumbing.serves(self.git_dir):
+                self._writer = plumbing.PlumbingWriter(
+                    self.git_dir, self.clear_stale_lock, self._read_one
+                )
         if self._writer is None:
             from .transaction import Writer
 
-            self._writer = Writer(self.git_dir, self.clear_stale_lock)
+            self._reader = Writer(self.git_dir, self.clear_stale_lock)
+            self._writer = self._reader
         return self._writer
 
     @property
     def repo(self) -> Any:
-        """The pygit2 repository (opened on first use: writes only)."""
-        return self.writer.repo
+        """The pygit2 repository (opened on first use: writes only; a one-shot store
+        writing through ``git update-ref`` has none: AttributeError)."""
+        return getattr(self.writer, "repo")  # noqa: B009 - not every writer has one
 
     def prepare_write(self) -> None:
-        """Open the repository with pygit2 before a decision that leads to a write, so the
-        reads under the guard see exactly what the transaction will lock; and start the
-        daily retention pass if it is due (:meth:`start_retention_if_due`)."""
+        """Open the writer before a decision that leads to a write, so the reads under the
+        guard see exactly what the transaction will lock (libgit2's writer reads itself;
+        ``git update-ref`` locks what git reads); and start the daily retention pass if it
+        is due (:meth:`start_retention_if_due`)."""
         self.writer  # noqa: B018 - the property opens it
         self.start_retention_if_due()
 
@@ -102,8 +139,8 @@ class LocalStore(Store):
         return stamp_foreign(self.git_dir, [self._read_one(ref)])[0]
 
     def _read_one(self, ref: str) -> Snapshot:
-        if self._writer is not None:
-            return self._writer.read(ref)
+        if self._reader is not None:
+            return self._reader.read(ref)
         quick = self._read_quick(ref)
         if quick is not None:
             return quick
@@ -159,8 +196,8 @@ class LocalStore(Store):
         (:func:`gitlease.store.listing.read_many`)."""
         if not refs:
             return []
-        if self._writer is not None:
-            return stamp_foreign(self.git_dir, [self._writer.read(ref) for ref in refs])
+        if self._reader is not None:
+            return stamp_foreign(self.git_dir, [self._reader.read(ref) for ref in refs])
         if len(refs) <= QUICK_READS:  # (`free A B`: each loose or absent, no process)
             quick = [self._read_quick(ref) for ref in refs]
             if all(snap is not None for snap in quick):
@@ -214,8 +251,8 @@ class LocalStore(Store):
 
     def read_blob(self, oid: str) -> tuple[bytes | None, str | None]:
         """(bytes, None) for a blob, or (None, why not)."""
-        if self._writer is not None:
-            return self._writer.read_blob(oid)
+        if self._reader is not None:
+            return self._reader.read_blob(oid)
         kind = self._git("cat-file", "-t", oid)
         if kind.returncode != 0:
             return None, f"object {oid} is missing"
@@ -245,7 +282,7 @@ class LocalStore(Store):
         a record chain (``log``, ``verify``): ``read(oid)`` gives what :meth:`read_blob`
         gives, and the process starts on the first read and ends with the block. (With the
         repository open in pygit2, that reads instead.)"""
-        if self._writer is not None:
+        if self._reader is not None:
             yield self.read_blob
             return
         from ..gitio.catfile import BatchReader
@@ -311,7 +348,7 @@ class LocalStore(Store):
         """:func:`gitlease.store.reflogs.rewrite_reflog`, under the ref's lock."""
         from . import reflogs
 
-        return reflogs.rewrite_reflog(self.writer, ref, change)
+        return reflogs.rewrite_reflog(self.git_dir, self.writer.locked, ref, change)
 
     def delete_reflog(self, ref: str) -> None:
         """:func:`gitlease.store.reflogs.delete_reflog`."""

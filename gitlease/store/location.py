@@ -151,27 +151,30 @@ def open_store(
     cwd: str | os.PathLike[str] | None = None,
     *,
     remote: str | None = None,
+    one_shot: bool = False,
 ) -> Store:
     """The store chosen by :func:`locate`, coordinated through a git remote if one is named.
 
     ``remote``: a remote name or URL; None reads ``GITLEASE_REMOTE`` and
     ``git config gitlease.remote``; an empty string means none (the commit hook
     says so outright, and then nothing is looked up or imported).
+    ``one_shot``: this process writes once or twice and exits (the CLI): its writes run
+    ``git update-ref`` instead of importing pygit2 (:mod:`gitlease.store.plumbing`).
     """
     location = locate(store, cwd)
     if store is not None:
         _refuse_a_project_as_its_own_store(Path(store), location)
     ensure_exists(location)
     if remote == "":
-        return LocalStore(location)
+        return LocalStore(location, one_shot=one_shot)
     from . import coordinator  # (the commit check, remote="", never needs it)
 
     chosen = coordinator.choose(location, remote)
     if chosen is None:
-        return LocalStore(location)
+        return LocalStore(location, one_shot=one_shot)
     from . import remote as remote_mod  # a remote store costs modules a local one never needs
 
-    return remote_mod.RemoteStore(location, chosen.remote, chosen.reason)
+    return remote_mod.RemoteStore(location, chosen.remote, chosen.reason, one_shot=one_shot)
 
 
 def recorded_coordinator(location: Location) -> dict[str, str | None] | None:

@@ -25,7 +25,7 @@ from ..gitio.gitread import OID, git_env, landed_ids, parse_reflog, stderr_text,
 from ..model.refname import PREFIX
 
 if TYPE_CHECKING:
-    from .transaction import Writer
+    from contextlib import AbstractContextManager
 
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
@@ -90,14 +90,20 @@ def history_start(git_dir: Path, ref: str) -> str | None:
     return lines[0].new
 
 
-def rewrite_reflog(writer: Writer, ref: str, change: Callable[[bytes], bytes | None]) -> bool:
-    """Replace ``ref``'s reflog with ``change(current)`` while holding the ref's lock, so
-    that no writer (gitlease's, git's or libgit2's, which append under that lock) adds a
-    line meanwhile; None leaves it. The caller holds the guard. Whether it changed."""
-    path = reflog_path(writer.git_dir, ref)
+def rewrite_reflog(
+    git_dir: Path,
+    locked: Callable[[str], AbstractContextManager[None]],
+    ref: str,
+    change: Callable[[bytes], bytes | None],
+) -> bool:
+    """Replace ``ref``'s reflog with ``change(current)`` while holding the ref's lock
+    (``locked``: the store writer's), so that no writer (gitlease's, git's or libgit2's,
+    which append under that lock) adds a line meanwhile; None leaves it. The caller holds
+    the guard. Whether it changed."""
+    path = reflog_path(git_dir, ref)
     try:
-        with writer.locked(ref):
-            current = read_reflog(writer.git_dir, ref)
+        with locked(ref):
+            current = read_reflog(git_dir, ref)
             new = change(current)
             if new is None or new == current:
                 return False

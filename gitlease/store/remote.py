@@ -52,12 +52,15 @@ class RemoteStore(Store):
     #: Each look of a waiter first in line fetches: at most one every second.
     wait_poll_seconds = 1.0
 
-    def __init__(self, location: Location, remote: str, reason: str) -> None:
+    def __init__(
+        self, location: Location, remote: str, reason: str, *, one_shot: bool = False
+    ) -> None:
         super().__init__(location)
         self.remote = remote
         self.remote_reason = reason
-        #: This host's copy of the remote's refs, and where this host's records are written.
-        self.mirror = LocalStore(location)
+        #: This host's copy of the remote's refs, and where this host's records are written
+        #: (``one_shot``: :func:`gitlease.store.location.open_store`).
+        self.mirror = LocalStore(location, one_shot=one_shot)
         access = location.config.access if location.config is not None else ()
         self.link = Link(self.git_dir, remote, access)
         self.shown = self.link.shown  # for messages

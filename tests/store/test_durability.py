@@ -20,12 +20,22 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _synced(repo: Path, tmp_path: Path, *args: str) -> list[str]:
-    """The files ``gitlease ARGS`` fsyncs or fdatasyncs, in order ("dir:" for directories)."""
+#: An acquire through the library, which writes through libgit2 (the CLI: git update-ref).
+_LIBRARY_ACQUIRE = (
+    "import sys; from gitlease.api.lease import acquire; "
+    "from gitlease.store.location import open_store; "
+    "acquire(open_store(), sys.argv[1], bind=False)"
+)
+
+
+def _synced(repo: Path, tmp_path: Path, *args: str, library: bool = False) -> list[str]:
+    """The files ``gitlease ARGS`` fsyncs or fdatasyncs, in order ("dir:" for directories);
+    ``library``: an acquire of ``ARGS[0]`` through the library instead."""
     out = tmp_path / "trace"
+    run = ["-c", _LIBRARY_ACQUIRE] if library else ["-m", "gitlease"]
     cmd = [
         "strace", "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync", "-o", str(out),
-        sys.executable, "-m", "gitlease", *args,
+        sys.executable, *run, *args,
     ]  # fmt: skip
     got = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
     if got.returncode != 0 and "ptrace" in got.stderr:
@@ -49,8 +59,16 @@ def _first(synced: list[str], *needles: str) -> int:
     raise AssertionError(f"no sync of {needles} in {synced}")
 
 
-def test_acquire_syncs_receipt_record_ref_then_mark(repo: Path, tmp_path: Path) -> None:
-    synced = _synced(repo, tmp_path, "acquire", "durable/1", "--no-bind")
+@pytest.mark.parametrize("writer", ["cli", "library"])
+def test_acquire_syncs_receipt_record_ref_then_mark(
+    repo: Path, tmp_path: Path, writer: str
+) -> None:
+    """The CLI's writer (git update-ref: git syncs the ref's new file, gitlease its folder)
+    and the library's (libgit2, which syncs both) keep the same order."""
+    if writer == "cli":
+        synced = _synced(repo, tmp_path, "acquire", "durable/1", "--no-bind")
+    else:
+        synced = _synced(repo, tmp_path, "durable/1", library=True)
     store = str(store_path(repo))
     receipt = _first(synced, "fsync ", "/worklease/receipts/", ".gitlease")
     receipt_dir = _first(synced, "fsync dir:", "/worklease/receipts/")

@@ -1,7 +1,10 @@
-"""A client that loops acquire / heartbeat / release over a few resources until killed."""
+"""A client that loops acquire / heartbeat / release over a few resources until killed.
+``CHAOS_WRITER=git``: its writes go through ``git update-ref``, as the CLI's do (else
+libgit2, as the library's)."""
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 
@@ -12,7 +15,7 @@ from gitlease.store.location import open_store
 
 def main() -> None:
     resources = sys.argv[1:]
-    store = open_store()
+    store = open_store(one_shot=os.environ.get("CHAOS_WRITER") == "git")
     while True:
         resource = random.choice(resources)
         try:

@@ -1,6 +1,7 @@
 """A Jepsen-style history harness: random clients, a nemesis, and a checker run afterwards.
 
-``run()`` starts client processes (``harness_client.py``) over a few resources
+``run()`` starts client processes (``harness_client.py``; every other one writes through
+``git update-ref`` as the CLI does, the rest through libgit2) over a few resources
 with a short TTL while a nemesis SIGKILLs them, pauses them with SIGSTOP for
 longer than the TTL, and runs ``git gc`` and ``git pack-refs --all`` alongside.
 ``check()`` then reads the clients' logs and the store's own history and

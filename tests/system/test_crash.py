@@ -22,11 +22,14 @@ TTL_S = 1.0
 RESOURCES = ["chaos/a", "chaos/b", "chaos/c"]
 
 
-def _spawn(repo: Path) -> subprocess.Popen[bytes]:
+def _spawn(repo: Path, i: int) -> subprocess.Popen[bytes]:
+    """Worker ``i``: the even ones write as the CLI does (git update-ref), the odd ones
+    through libgit2, as the library does; both race on the one store."""
+    writer = "git" if i % 2 == 0 else "libgit2"
     return subprocess.Popen(
         [sys.executable, str(SUPPORT / "chaos_worker.py"), *RESOURCES],
         cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CHAOS_WRITER": writer},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -35,7 +38,7 @@ def _spawn(repo: Path) -> subprocess.Popen[bytes]:
 @pytest.mark.slow
 def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(int(os.environ.get("GITLEASE_CHAOS_SEED", "7")))
-    workers = [_spawn(repo) for _ in range(4)]
+    workers = [_spawn(repo, i) for i in range(4)]
     kills = 0
     deadline = time.monotonic() + 120  # (a hang: the events come far sooner)
     monkeypatch.chdir(repo)
@@ -53,7 +56,7 @@ def test_kill_minus_nine_during_loops(repo: Path, monkeypatch: pytest.MonkeyPatc
         workers[victim].send_signal(signal.SIGKILL)
         workers[victim].wait()
         kills += 1
-        workers[victim] = _spawn(repo)
+        workers[victim] = _spawn(repo, victim)
     for w in workers:
         w.send_signal(signal.SIGKILL)
         w.wait()

@@ -97,8 +97,14 @@ def test_corrupt_packed_refs(cli, repo: Path) -> None:
         assert got.code == 7, (args, got)
         assert "packed-refs" in got.json["error"]["message"]
     damaged = packed.read_bytes()
-    # the holder's own line is intact: libgit2 finds it, and the holder may renew it
-    assert cli("heartbeat", R).code == 0
+    # the CLI's heartbeat reads as its show does, and git's update-ref refuses such a store
+    got = cli("heartbeat", R, "--json")
+    assert got.code == 7 and "packed-refs" in got.json["error"]["message"], got
+    # the holder's own line is intact: libgit2 (the library, the keeper) finds it and renews
+    from gitlease.api.lease import heartbeat
+    from gitlease.store.location import open_store
+
+    assert heartbeat(open_store(cwd=repo), R).state == "active"
     assert packed.read_bytes() == damaged, "gitlease never rewrites packed-refs"
     packed.write_bytes(good)
     assert cli("acquire", "fault/2").code == 0

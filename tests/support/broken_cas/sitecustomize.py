@@ -42,18 +42,22 @@ def _no_guard(self: Any, ref: str, *, wait: float = 0.0, owned: bool = False) ->
 def _unlocked_compare_and_swap_many(
     self: Any, updates: list[tuple[str, str | None, bytes]], message: str
 ) -> list[str]:
-    """Compare, then set without the lock: a racer can write in between."""
+    """Compare, then set without the lock: a racer can write in between. (Whichever writer
+    the store has, libgit2's or ``git update-ref``'s: this one sets the refs by force.)"""
+    import pygit2
+
     writer = self.writer
+    repo = pygit2.Repository(str(self.git_dir))
     new_oids = [writer.write_blob(data) for _, _, data in updates]
     ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
     for (ref, _, _), _ in ordered:
         writer.ensure_reflog(ref)
     for (ref, expected, _), _ in ordered:
-        if writer.read(ref).oid != expected:
+        if self.read(ref).oid != expected:
             raise CompareAndSwapFailed(f"{ref} changed")
     time.sleep(0.01)  # widen the window a racer needs
     for (ref, _, _), new_oid in ordered:
-        writer.repo.references.create(ref, new_oid, force=True)
+        repo.references.create(ref, new_oid, force=True)
     return new_oids
 
 

@@ -1,0 +1,212 @@
+"""The CLI's writer: one ``git update-ref --stdin`` transaction a write, blobs written as
+loose objects from Python, and no pygit2 in the process (docs/design.md, two writers).
+
+Each test makes git itself race or refuse, and checks that what the writer answered is what
+the store holds: a ref moved by someone else is a lost compare-and-swap, a ref lock held a
+moment is waited out, anything else git refused is a store error, and a writer killed while
+git writes does not free the resource's guard before git is done."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, git, run_cli, store_git, store_path, wait_for
+
+from gitlease.errors import CompareAndSwapFailed, StoreError
+from gitlease.store import plumbing
+from gitlease.store.location import open_store
+
+REF = "refs/worklease/pl/1.lease"
+
+
+def _one_shot(repo: Path):  # type: ignore[no-untyped-def]
+    store = open_store(cwd=repo, one_shot=True)
+    assert isinstance(store.writer, plumbing.PlumbingWriter)
+    return store
+
+
+def _blob(repo: Path, text: str) -> str:
+    """A blob written into the store by git itself."""
+    done = subprocess.run(
+        ["git", f"--git-dir={store_path(repo)}", "hash-object", "-w", "--stdin"],
+        input=text,
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_no_cli_write_imports_pygit2(repo: Path) -> None:
+    """pygit2's import cost more than the rest of a CLI write (docs/performance.md, 3)."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('PYGIT2', 'pygit2' in sys.modules, file=sys.stderr))\n"
+        "sys.argv = ['gitlease', *sys.argv[1:]]\n"
+        "from gitlease.cli import run\n"
+        "run()\n"
+    )
+    for args in (
+        ("acquire", "pl/1", "--no-bind"),
+        ("heartbeat", "pl/1"),
+        ("release", "pl/1"),
+        ("bundle", "acquire", "pl/2", "pl/3", "--no-bind"),
+    ):
+        got = subprocess.run(
+            [sys.executable, "-c", probe, *args], cwd=repo, capture_output=True, text=True
+        )
+        assert got.returncode == 0, (args, got.stderr)
+        assert "PYGIT2 False" in got.stderr, (args, got.stderr)
+    shown = run_cli("show", "pl/1", "--json", cwd=repo).json
+    assert shown["state"] == "released" and shown["revision"] == 1, shown
+    assert store_git("fsck", "--strict", cwd=repo).returncode == 0
+    log = (store_path(repo) / "logs" / REF).read_text().splitlines()
+    assert [line.split("\t")[1].split(":")[0] for line in log] == [
+        "gitlease acquire",
+        "gitlease heartbeat",
+        "gitlease release",
+    ], log
+
+
+def test_a_ref_that_moved_is_a_lost_swap_and_keeps_what_git_wrote(repo: Path) -> None:
+    store = _one_shot(repo)
+    theirs = _blob(repo, "someone else's\n")
+    store_git("update-ref", REF, theirs, cwd=repo)  # after this writer read it as absent
+    with pytest.raises(CompareAndSwapFailed, match="changed while it was being written"):
+        store.compare_and_swap(REF, None, b"mine\n", "test")
+    assert store.read(REF).oid == theirs
+    with pytest.raises(CompareAndSwapFailed):
+        store.compare_and_swap(REF, "1" * 40, b"mine\n", "test")
+    ours = store.compare_and_swap(REF, theirs, b"mine\n", "test")
+    assert store.read(REF).oid == ours and store.read(REF).data == b"mine\n"
+
+
+def test_a_stale_ref_lock_is_removed_and_a_live_one_waited_out(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(cwd=repo, one_shot=True)
+    lock = store_path(repo) / (REF + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    old = time.time() - 60
+    os.utime(lock, (old, old))  # left by a writer that is gone
+    first = store.compare_and_swap(REF, None, b"one\n", "test")
+    assert store.read(REF).oid == first and not lock.exists()
+
+    # a live lock: the writer meets it, then the holder lets go
+    met = threading.Event()
+    real = store.clear_stale_lock
+
+    def noted(ref: str, **kw: float) -> None:
+        met.set()
+        real(ref, **kw)
+
+    store = open_store(cwd=repo, one_shot=True)
+    monkeypatch.setattr(store, "clear_stale_lock", noted)
+    lock.write_text("")
+    done: list[str] = []
+    writer = threading.Thread(
+        target=lambda: done.append(store.compare_and_swap(REF, first, b"two\n", "test"))
+    )
+    writer.start()
+    assert met.wait(60), "the writer never met the lock"
+    assert store_git("rev-parse", REF, cwd=repo).stdout.strip() == first
+    lock.unlink()
+    writer.join(60)
+    assert done and store.read(REF).oid == done[0]
+
+
+def test_a_refusal_that_is_no_lock_is_a_store_error_at_once(repo: Path, tmp_path: Path) -> None:
+    """git refuses a ref whose name is a folder of refs: not a lost swap (nothing moved), and
+    not a lock to wait out."""
+    store = _one_shot(repo)
+    inner = _blob(repo, "in the way\n")
+    store_git("update-ref", REF + "/inner", inner, cwd=repo)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="cannot update"):
+        store.compare_and_swap(REF, None, b"mine\n", "test")
+    assert time.monotonic() - started < 30  # (not 50 tries of a lock that is not there)
+    assert store_git("rev-parse", REF + "/inner", cwd=repo).stdout.strip() == inner
+
+
+def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_path: Path) -> None:
+    """Killed while its ``git update-ref`` runs, a CLI acquire leaves git to finish: the
+    guard must stay held until git is done (git holds it too), so that nobody judges the
+    ref lock git holds as a dead writer's and removes it."""
+    real = shutil.which("git")
+    assert real
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    started, go = tmp_path / "started", tmp_path / "go"
+    (bindir / "git").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" update-ref "*)\n'
+        f'  cat > "{tmp_path}/stdin"\n'  # (all the acquire sends: it has sent it)
+        f'  echo $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\n'
+        f'  while [ ! -e "{go}" ]; do sleep 0.01; done\n'
+        f'  exec "{real}" "$@" < "{tmp_path}/stdin" ;;\n'
+        "esac\n"
+        f'exec "{real}" "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "acquire", "pl/1", "--no-bind"],
+        cwd=repo,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for(started.exists, what="the acquire's update-ref")
+    pid = int(started.read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    guard = open_store(cwd=repo).guard_path(REF)
+    fd = os.open(guard, os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # git still holds it
+        go.write_text("")
+        wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="git to finish")
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once git is done
+    finally:
+        os.close(fd)
+    shown = run_cli("show", "pl/1", "--json", cwd=repo).json
+    assert shown["state"] == "active" and shown["revision"] == 1, "git's write landed"
+
+
+def test_the_lock_and_the_prune_of_a_one_shot_store(repo: Path) -> None:
+    store = _one_shot(repo)
+    first = store.compare_and_swap(REF, None, b"one\n", "test")
+    other = _blob(repo, "other\n")
+    with store.writer.locked(REF):
+        moved = store_git("update-ref", REF, other, first, cwd=repo, check=False)
+        assert moved.returncode != 0 and "File exists" in moved.stderr
+    assert not (store_path(repo) / (REF + ".lock")).exists()
+    with pytest.raises(CompareAndSwapFailed, match="being pruned"):
+        store.remove_compare_and_swap(REF, other)
+    store_git("pack-refs", "--all", cwd=repo)  # a packed ref: git rewrites packed-refs
+    store.remove_compare_and_swap(REF, first)
+    assert store.read(REF).oid is None
+    assert REF not in store_git("for-each-ref", cwd=repo).stdout
+
+
+def test_the_stores_it_serves(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.git"
+    git("init", "-q", "--bare", str(plain), cwd=tmp_path)
+    assert plain.joinpath("config").exists() and plumbing.serves(plain)
+    sha256 = tmp_path / "sha256.git"
+    made = git("init", "-q", "--bare", "--object-format=sha256", str(sha256), cwd=tmp_path)
+    assert made.returncode == 0 and not plumbing.serves(sha256)
+    (plain / "reftable").mkdir()
+    assert not plumbing.serves(plain)
+    assert not plumbing.serves(tmp_path / "missing.git")
