@@ -11,7 +11,7 @@
 
 Every figure is followed by its parts, from a second run of the same command under
 bench/parts.py in the same round: the interpreter's start (`python -c pass`), imports, git
-processes, libgit2 writes, gitlease's own code, and the rest (process exit; for the hook,
+processes, the store's writes, gitlease's own code, and the rest (process exit; for the hook,
 the shell script and git's own work). Cases take turns round by round, so the machine's
 noise hits baseline and candidate alike.
 

@@ -124,20 +124,20 @@ def read_parts(out: Path) -> dict[str, float]:
 
 def report_parts(bare: list[float], runs: list[dict[str, float]], wall: list[float]) -> None:
     """Print a command's wall time as its parts: the interpreter (``python -c pass``), imports,
-    git processes, libgit2 writes, gitlease's own code, and what is left (exit, the shell)."""
+    git processes, the store's writes, gitlease's own code, and what is left (exit, the shell)."""
     interp = median_ms(bare)
-    med = {k: statistics.median(r[k] for r in runs) * 1000 for k in ("imports", "git", "libgit2")}
+    med = {k: statistics.median(r[k] for r in runs) * 1000 for k in ("imports", "git", "writes")}
     calls = statistics.median(r["git_calls"] for r in runs)
     total = statistics.median(r["total"] for r in runs) * 1000
     keeper = statistics.median(r.get("keeper", 0.0) for r in runs) * 1000
-    ours = total - med["imports"] - med["git"] - med["libgit2"] - keeper
+    ours = total - med["imports"] - med["git"] - med["writes"] - keeper
     rest = median_ms(wall) - interp - total
     line = (
         f"    parts: interpreter {interp:.1f} + imports {med['imports']:.1f} + "
         f"git {med['git']:.1f} ({calls:g} calls)"
     )
-    if med["libgit2"]:
-        line += f" + libgit2 writes {med['libgit2']:.1f}"
+    if med["writes"]:
+        line += f" + writes {med['writes']:.1f}"
     if keeper:
         line += f" + keeper {keeper:.1f}"
     line += f" + gitlease {ours:.1f} + other {rest:.1f} ms"

@@ -39,10 +39,10 @@ from .._util import sharing as perms
 from .._util.files import fsync_dir, held_fds
 from ..errors import CompareAndSwapFailed, CorruptRecordError, StoreError
 from ..gitio import objects
-from ..gitio.gitread import Snapshot, git_env, stderr_text
+from ..gitio.gitread import UNREADABLE_OID, Snapshot, git_env, stderr_text
 from ..model.refname import SCOPES_INDEX_REF
 
-_ZERO = "0" * 40
+_ZERO = "0" * 40  # (to git: the ref must not exist)
 #: How many times a write meets a ref locked by someone else before it gives up (each
 #: followed by :meth:`~gitlease.store.base.Store.clear_stale_lock` and 10 ms), as libgit2's.
 _LOCK_ATTEMPTS = 50
@@ -112,7 +112,14 @@ class PlumbingWriter:
     def compare_and_swap_many(
         self, updates: list[tuple[str, str | None, bytes]], message: str
     ) -> list[str]:
-        """All of the updates or none, in one ``update-ref`` transaction (see the module)."""
+        """All of the updates or none, in one ``update-ref`` transaction (see the module).
+
+        A ref the caller saw as unreadable (its snapshot's id is :data:`~gitlease.gitio.
+        gitread.UNREADABLE_OID`, all zeros) is refused as corrupt before git runs: git reads
+        an all-zero old value as "must not exist", which is not what was seen."""
+        for ref, expected, _ in updates:
+            if expected == UNREADABLE_OID:
+                raise CorruptRecordError(f"{ref} cannot be read; it is left as it is")
         new_oids = [self.write_blob(data) for _, _, data in updates]
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:

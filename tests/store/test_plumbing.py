@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, git, run_cli, store_git, store_path, wait_for
 
-from gitlease.errors import CompareAndSwapFailed, StoreError
+from gitlease.errors import CompareAndSwapFailed, CorruptRecordError, StoreError
+from gitlease.gitio.gitread import UNREADABLE_OID
 from gitlease.store import plumbing
 from gitlease.store.location import open_store
 
@@ -166,22 +167,42 @@ def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_pat
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for(started.exists, what="the acquire's update-ref")
-    pid = int(started.read_text())
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    guard = open_store(cwd=repo).guard_path(REF)
-    fd = os.open(guard, os.O_RDWR)
     try:
-        with pytest.raises(BlockingIOError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # git still holds it
-        go.write_text("")
-        wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="git to finish")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once git is done
+        wait_for(started.exists, what="the acquire's update-ref")
+        pid = int(started.read_text())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        guard = open_store(cwd=repo).guard_path(REF)
+        fd = os.open(guard, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # git still holds it
+            go.write_text("")
+            wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="git to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once git is done
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        go.write_text("")  # (a failed run leaves no wrapper waiting)
+        proc.kill()
+        proc.wait()
     shown = run_cli("show", "pl/1", "--json", cwd=repo).json
     assert shown["state"] == "active" and shown["revision"] == 1, "git's write landed"
+
+
+def test_a_ref_seen_unreadable_is_never_written_over(repo: Path) -> None:
+    """git's all-zero old value means "absent", and it is also the id a snapshot gives an
+    unreadable ref: a write that expected such a ref is refused as corrupt, never sent to
+    git as "create it" (which a ref git calls absent, behind a damaged line, would let pass)."""
+    store = _one_shot(repo)
+    loose = store_path(repo) / REF
+    loose.parent.mkdir(parents=True, exist_ok=True)
+    loose.write_text("not an object id\n")
+    seen = store.read(REF)
+    assert seen.oid == UNREADABLE_OID and seen.problem, seen
+    with pytest.raises(CorruptRecordError, match="cannot be read"):
+        store.compare_and_swap(REF, seen.oid, b"tombstone\n", "test")
+    assert loose.read_text() == "not an object id\n"
 
 
 def test_the_lock_and_the_prune_of_a_one_shot_store(repo: Path) -> None:
