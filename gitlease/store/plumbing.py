@@ -125,15 +125,19 @@ class PlumbingWriter:
         for (ref, _, _), _ in ordered:
             self.ensure_reflog(ref)
         lines = [f"update {ref} {new} {expected or _ZERO}" for (ref, expected, _), new in ordered]
-        refs = [(ref, expected) for (ref, expected, _), _ in ordered]
+        refs: list[tuple[str, str | None, str | None]] = [
+            (ref, expected, new) for (ref, expected, _), new in ordered
+        ]
         self._transaction(lines, refs, message, "written")
         if self._durable > 0:
-            self._sync_refs([ref for ref, _ in refs])
+            self._sync_refs([ref for ref, _, _ in refs])
         return new_oids
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
-        self._transaction([f"delete {ref} {expected_oid}"], [(ref, expected_oid)], "", "pruned")
+        self._transaction(
+            [f"delete {ref} {expected_oid}"], [(ref, expected_oid, None)], "", "pruned"
+        )
 
     def follow(self, pairs: list[tuple[str, str | None, str]], message: str) -> None:
         """Point each ref at its new object iff it still holds the expected one (a remote
@@ -193,18 +197,33 @@ class PlumbingWriter:
     def _transaction(
         self,
         lines: list[str],
-        refs: list[tuple[str, str | None]],
+        refs: list[tuple[str, str | None, str | None]],
         message: str,
         verb: str,
     ) -> None:
-        """Run the transaction until git takes it, or raise what its refusal meant (``verb``:
-        what the refs were being, for the message)."""
+        """Run the transaction until git takes it, or raise what its refusal meant. ``refs``:
+        (ref, the object id expected, the one being written: None to delete); ``verb``: what
+        the refs were being, for the message.
+
+        A failure after git committed (a reflog line it could not write, say: git renames
+        one lock after the other) is read back as what it is: every ref as written is a write
+        that landed, some of them a write that landed in part (:class:`StoreError`), never a
+        lost swap, which lands nothing."""
         for attempt in range(_LOCK_ATTEMPTS):
             result = self._run(lines, message)
             if result.returncode == 0:
                 return
-            for ref, expected in refs:
-                current = self._read(ref)
+            said = stderr_text(result)
+            found = [self._read(ref) for ref, _, _ in refs]
+            landed = [snap.oid == new for snap, (_, _, new) in zip(found, refs, strict=True)]
+            if all(landed):
+                return
+            if any(landed):
+                raise StoreError(
+                    f"git wrote part of the update of {refs[0][0]} in {self.git_dir} and then "
+                    f"failed ({said}); `gitlease verify` lists what each ref holds"
+                )
+            for current, (ref, expected, _) in zip(found, refs, strict=True):
                 if current.problem and current.oid != expected:
                     raise CorruptRecordError(f"{ref}: {current.problem}")
                 if current.oid != expected:
@@ -212,19 +231,18 @@ class PlumbingWriter:
                         f"{ref} changed while it was being {verb} "
                         f"(expected {expected or 'absent'}, found {current.oid or 'absent'})"
                     )
-            said = stderr_text(result)
             if not self._busy(said, refs) or attempt == _LOCK_ATTEMPTS - 1:
                 raise StoreError(f"cannot update {refs[0][0]} in {self.git_dir}: {said}")
-            for ref, _ in refs:  # every ref still holds what was seen: a lock held a moment
+            for ref, _, _ in refs:  # every ref still holds what was seen: a lock held a moment
                 self._clear_stale_lock(ref)
             time.sleep(0.01)
 
-    def _busy(self, said: str, refs: list[tuple[str, str | None]]) -> bool:
+    def _busy(self, said: str, refs: list[tuple[str, str | None, str | None]]) -> bool:
         """Whether git was refused a lock another process held (it says so, in the C locale
         it runs in here; or one of the locks is there now), rather than refused the write."""
         if "File exists" in said:
             return True
-        locks = [ref + ".lock" for ref, _ in refs] + ["packed-refs.lock"]
+        locks = [ref + ".lock" for ref, _, _ in refs] + ["packed-refs.lock"]
         return any(os.path.lexists(self.git_dir / lock) for lock in locks)
 
     def _run(self, lines: list[str], message: str) -> subprocess.CompletedProcess[bytes]:

@@ -190,6 +190,50 @@ def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_pat
     assert shown["state"] == "active" and shown["revision"] == 1, "git's write landed"
 
 
+def _failing_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str = "") -> None:
+    """A ``git`` first on PATH whose ``update-ref`` commits (the real one), runs ``then``, and
+    exits 1: git failing after it wrote (a reflog line it could not write, say)."""
+    real = shutil.which("git")
+    assert real
+    bindir = tmp_path / "failing-bin"
+    bindir.mkdir()
+    (bindir / "git").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" update-ref "*)\n'
+        f'  "{real}" "$@" || exit $?\n'
+        f"  {then or ':'}\n"
+        "  echo 'error: could not write the reflog' >&2; exit 1 ;;\n"
+        "esac\n"
+        f'exec "{real}" "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_write_git_committed_before_it_failed_is_a_write_that_landed(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's exit status is not the store: a write it committed is not a lost swap (which
+    lands nothing), whatever it said after."""
+    store = _one_shot(repo)
+    _failing_after(tmp_path, monkeypatch)
+    new = store.compare_and_swap(REF, None, b"mine\n", "test")
+    assert store.read(REF).oid == new
+
+
+def test_a_write_git_committed_in_part_is_a_store_error(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _one_shot(repo)
+    other = "refs/worklease/pl/2.lease"
+    git_dir = store_path(repo)
+    # the second ref's update undone once git committed both: as if git stopped between them
+    _failing_after(tmp_path, monkeypatch, f'"{shutil.which("git")}" --git-dir="{git_dir}" '
+                   f"update-ref -d {other}")  # fmt: skip
+    with pytest.raises(StoreError, match="wrote part of the update"):
+        store.compare_and_swap_many([(REF, None, b"one\n"), (other, None, b"two\n")], "test")
+
+
 def test_a_ref_seen_unreadable_is_never_written_over(repo: Path) -> None:
     """git's all-zero old value means "absent", and it is also the id a snapshot gives an
     unreadable ref: a write that expected such a ref is refused as corrupt, never sent to
