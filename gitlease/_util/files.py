@@ -12,6 +12,7 @@ No pygit2, click or cryptography here: the commit hook's path imports it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -34,6 +35,8 @@ STALE_LOCK_SECONDS = 3.0
 _FUTURE_SLACK_SECONDS = 1.0
 
 _HELD = _local()  # path -> descriptor of the flocks this thread holds
+#: What ``link()`` answers on a file system without hard links.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS})
 
 
 def atomic_write(
@@ -44,6 +47,7 @@ def atomic_write(
     mode: int = 0o600,
     exclusive: bool = False,
     private: bool = False,
+    content_named: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` through a temporary file in the same directory.
 
@@ -54,10 +58,18 @@ def atomic_write(
     ``exclusive``: ``path`` must not exist yet (``FileExistsError`` otherwise); the
     file appears whole, by a hard link, so it is never replaced. ``private``: a file of
     this user's alone (a per-user cache) keeps ``mode`` in a store several users share,
-    where the others get the store's shared mode. Raises ``OSError``; the caller says what
-    the file was.
+    where the others get the store's shared mode. ``content_named``: ``path`` is named by its
+    bytes (a git object), so it is written as ``exclusive`` is, but where the file system has
+    no hard links (vfat, some FUSE and SMB mounts) a rename does, as git's own writer falls
+    back to (it can only replace the same bytes); and the temporary file is named as git
+    names its own, ``tmp_obj_*``, which ``git gc`` removes should a crash leave one. Raises
+    ``OSError``; the caller says what the file was.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.gitlease")
+    if content_named:
+        exclusive = True
+        tmp = path.with_name(f"tmp_obj_{os.urandom(6).hex()}")
+    else:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.gitlease")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
     try:
@@ -73,8 +85,14 @@ def atomic_write(
         finally:
             os.close(fd)
         if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
+            try:
+                os.link(tmp, path)
+            except OSError as exc:
+                if not content_named or exc.errno not in _NO_HARD_LINKS:
+                    raise
+                os.replace(tmp, path)  # (the same bytes, if it was there)
+            else:
+                os.unlink(tmp)
         else:
             os.replace(tmp, path)
     except BaseException:

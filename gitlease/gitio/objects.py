@@ -148,7 +148,7 @@ def write_blob(git_dir: Path, data: bytes, *, durable: bool) -> str:
     """Store ``data`` as a loose blob of the SHA-1 repository at ``git_dir``; its object id.
 
     The file is written whole and linked under its name (:func:`~gitlease._util.files.
-    atomic_write`, ``exclusive``), read-only as git makes it, in the store's shared mode
+    atomic_write`, ``content_named``), read-only as git makes it, in the store's shared mode
     if several users share it. One already there is the same bytes (that is what its name
     says): its time is refreshed instead, as git does, so that a ``git gc`` sweeping old
     unreferenced objects does not take it before the ref that names it lands.
@@ -169,19 +169,24 @@ def write_blob(git_dir: Path, data: bytes, *, durable: bool) -> str:
     except OSError:  # (another user's object in a shared store: there, if not refreshed)
         if os.path.lexists(path):
             return oid
+    packed = zlib.compress(header + data, 1)
     made = False
-    if not folder.is_dir():
-        with perms.shared_umask(git_dir):
-            try:
-                folder.mkdir()
-                made = True
-            except FileExistsError:
-                pass
-    try:
-        packed = zlib.compress(header + data, 1)
-        atomic_write(path, packed, durable=durable, mode=0o444, exclusive=True)
-    except FileExistsError:
-        return oid  # (the same object, written meanwhile by another writer)
+    for attempt in (1, 2):
+        if not folder.is_dir():
+            with perms.shared_umask(git_dir):
+                try:
+                    folder.mkdir()
+                    made = True
+                except FileExistsError:
+                    pass
+        try:
+            atomic_write(path, packed, durable=durable, mode=0o444, content_named=True)
+            break
+        except FileExistsError:
+            return oid  # (the same object, written meanwhile by another writer)
+        except FileNotFoundError:
+            if attempt == 2:
+                raise  # (a `git gc` removes an empty folder: once more, as git does)
     if made and durable:
         fsync_dir(folder.parent)
     return oid

@@ -36,7 +36,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .._util import sharing as perms
-from .._util.files import fsync_dir, held_fds
+from .._util.files import held_fds
 from ..errors import CompareAndSwapFailed, CorruptRecordError, StoreError
 from ..gitio import objects
 from ..gitio.gitread import UNREADABLE_OID, Snapshot, git_env, stderr_text
@@ -46,9 +46,21 @@ _ZERO = "0" * 40  # (to git: the ref must not exist)
 #: How many times a write meets a ref locked by someone else before it gives up (each
 #: followed by :meth:`~gitlease.store.base.Store.clear_stale_lock` and 10 ms), as libgit2's.
 _LOCK_ATTEMPTS = 50
-#: The settings every ``update-ref`` runs with: no hook of the user's (libgit2 runs none
-#: either, and a ``reference-transaction`` hook could veto a claim's write).
-_SETTINGS = ("-c", "core.hooksPath=/dev/null")
+#: The settings every ``update-ref`` runs with, whatever the user's configuration says: no
+#: hook (libgit2 runs none either, and a ``reference-transaction`` hook could veto a claim's
+#: write); a ref lock held by another process answered at once, and ``packed-refs``'s within
+#: git's default second (this writer waits out a young lock and removes a stale one itself,
+#: which git never does: a user's ``-1``, wait for ever, would hang a command on a dead
+#: writer's lock while it holds the resource's guard).
+_SETTINGS = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.filesRefLockTimeout=0",
+    "-c", "core.packedRefsTimeout=1000",
+)  # fmt: skip
+#: Who and when a reflog line names: the writer and the time of the write, as libgit2's
+#: lines do, never a date or a name the caller's environment carries (a rebase's, a hook's),
+#: by which the retention pass would judge the history's age.
+_UNSET = ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE")
 #: For a durable write: git syncs each ref's new file before it renames it into place.
 _DURABLE = ("-c", "core.fsync=reference", "-c", "core.fsyncMethod=fsync")
 _LOG_KEY = "core.logAllRefUpdates"
@@ -145,6 +157,9 @@ class PlumbingWriter:
         lock). All in one transaction; should one ref have moved meanwhile, each is then
         tried alone, and those that moved are left alone. Best effort: the next fetch
         corrects the mirror."""
+        pairs = [p for p in pairs if p[1] != UNREADABLE_OID]  # (see compare_and_swap_many)
+        if not pairs:
+            return
         for ref, _, _ in pairs:
             if ref != SCOPES_INDEX_REF:  # (its history is no claim's: no reflog)
                 with suppress(StoreError):
@@ -248,7 +263,11 @@ class PlumbingWriter:
     def _run(self, lines: list[str], message: str) -> subprocess.CompletedProcess[bytes]:
         durable = _DURABLE if self._durable > 0 else ()
         logged = ["-m", message] if message else []
-        args = ["git", *_SETTINGS, *durable, "update-ref", *logged, "--stdin"]
+        # (--no-deref: a ref made symbolic meanwhile is written itself, never what it names)
+        args = ["git", *_SETTINGS, *durable, "update-ref", "--no-deref", *logged, "--stdin"]
+        env = git_env(self.git_dir, LC_ALL="C")  # (its words: see _busy)
+        for name in _UNSET:
+            env.pop(name, None)
         body = "\n".join([*lines, ""]).encode("utf-8")
         try:
             with perms.shared_umask(self.git_dir):
@@ -257,32 +276,38 @@ class PlumbingWriter:
                     input=body,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
-                    env=git_env(self.git_dir, LC_ALL="C"),  # (its words: see _busy)
+                    env=env,
                     pass_fds=held_fds(),  # (the guards: held until git is done, see held_fds)
+                    # its own process group: a Ctrl-C or a supervisor's signal to the
+                    # command's group is the command's to defer while the write lands
+                    # (gitlease.claims.interrupts), and never stops git between two refs
+                    process_group=0,
                 )
         except OSError as exc:
             raise StoreError(f"cannot run git: {exc}") from None
 
     def _sync_refs(self, refs: list[str]) -> None:
-        """After a durable write: each ref's folder (the rename), its reflog and the
-        reflog's folder."""
-        folders: set[Path] = set()
+        """After a durable write: each ref's file (git before 2.36 knows no ``core.fsync``),
+        its folder (the rename), its reflog and the reflog's folder. One that is gone was
+        packed meanwhile (``git pack-refs --prune``), whose file git writes."""
         try:
-            for ref in refs:
-                folders.add((self.git_dir / ref).parent)
-                log = self.git_dir / "logs" / ref
-                if log.exists():
-                    fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-                    folders.add(log.parent)
-            for folder in sorted(folders):
-                fsync_dir(folder)
+            for path in self._synced_paths(refs):
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
         except OSError as exc:
             why = exc.strerror or exc
             raise StoreError(f"cannot sync the store {self.git_dir}: {why}") from None
+
+    def _synced_paths(self, refs: list[str]) -> list[Path]:
+        """The files, then the folders, that :meth:`_sync_refs` syncs."""
+        files = [self.git_dir / r for r in refs] + [self.git_dir / "logs" / r for r in refs]
+        return files + sorted({f.parent for f in files})
 
     def _ensure_gc_config(self) -> None:
         """As libgit2's writer: keep ``git gc`` from expiring the claims' reflogs on its own,

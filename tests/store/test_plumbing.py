@@ -8,6 +8,7 @@ git writes does not free the resource's guard before git is done."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
@@ -275,3 +276,166 @@ def test_the_stores_it_serves(tmp_path: Path) -> None:
     (plain / "reftable").mkdir()
     assert not plumbing.serves(plain)
     assert not plumbing.serves(tmp_path / "missing.git")
+
+
+def _wrapped_git(tmp_path: Path, on_update_ref: str) -> dict[str, str]:
+    """The environment of a CLI whose ``git`` runs ``on_update_ref`` (shell; ``$REAL`` is the
+    real git, and it must run it) for an ``update-ref``, and is the real git otherwise."""
+    real = shutil.which("git")
+    assert real
+    bindir = tmp_path / "wrapped-bin"
+    bindir.mkdir()
+    (bindir / "git").write_text(
+        "#!/bin/sh\n"
+        f'REAL="{real}"\n'
+        f'case " $* " in *" update-ref "*)\n{on_update_ref}\n;;\nesac\n'
+        'exec "$REAL" "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+
+
+def test_git_outlives_a_signal_to_the_commands_process_group(repo: Path, tmp_path: Path) -> None:
+    """A Ctrl-C or a supervisor's ``killpg`` reaches every process of the command's group:
+    git must not be among them, or it could stop between a bundle's two refs. It runs in a
+    group of its own; the command defers the signal while the write lands, then undoes the
+    claims and answers 143 (gitlease.claims.interrupts): a whole bundle, then none of it."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    env = _wrapped_git(
+        tmp_path,
+        f'  echo $$ > "{started}.tmp" && mv "{started}.tmp" "{started}"\n'
+        f'  while [ ! -e "{go}" ]; do sleep 0.01; done\n'
+        '  exec "$REAL" "$@"',
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "bundle", "acquire", "pl/2", "pl/3", "--no-bind"],
+        cwd=repo,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # (the command's own group, as a terminal's job is)
+    )
+    try:
+        wait_for(started.exists, what="the bundle's update-ref")
+        pid = int(started.read_text())
+        assert os.getpgid(pid) != os.getpgid(proc.pid), "git shares the command's group"
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert Path(f"/proc/{pid}").exists(), "the group's signal stopped git"
+        go.write_text("")
+        code = proc.wait(60)
+    finally:
+        go.write_text("")
+        proc.kill()
+        proc.wait()
+    states = [run_cli("show", r, "--json", cwd=repo).json["state"] for r in ("pl/2", "pl/3")]
+    assert code == 143 and states == ["released", "released"], (code, states)
+
+
+def test_the_users_ref_lock_timeout_never_hangs_a_write_on_a_dead_writers_lock(
+    repo: Path, tmp_path: Path
+) -> None:
+    """``core.filesRefLockTimeout = -1`` (git waits for ever on a ref lock) in the user's
+    configuration would have git wait on a stale lock that gitlease removes itself."""
+    lock = store_path(repo) / (REF + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    old = time.time() - 60
+    os.utime(lock, (old, old))  # left by a writer that is gone
+    mine = tmp_path / "user.gitconfig"
+    mine.write_text(
+        Path(os.environ["GIT_CONFIG_GLOBAL"]).read_text() + "[core]\n\tfilesRefLockTimeout = -1\n"
+    )
+    try:
+        got = run_cli(
+            "acquire", "pl/1", "--no-bind", cwd=repo, env={"GIT_CONFIG_GLOBAL": str(mine)}
+        )
+    finally:
+        lock.unlink(missing_ok=True)  # (a git left waiting by a failed run then ends)
+    assert got.code == 0, got  # (run_cli's 60 s limit: a hang fails the test)
+
+
+def test_a_blob_write_killed_midway_leaves_nothing_git_calls_garbage(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A temporary object file left by a writer killed before its link is named as git's own
+    (``tmp_obj_*``), which ``git gc`` removes; any other name is "garbage" to every gc and
+    fsck for good."""
+    git_dir = store_path(repo)
+    ready = tmp_path / "ready"
+    child = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from gitlease.gitio import objects\n"
+        "def stuck(src, dst):\n"
+        f"    Path({str(ready)!r}).write_text('')\n"
+        "    while True: time.sleep(1)\n"
+        "os.link = stuck\n"
+        "objects.write_blob(Path(sys.argv[1]), b'record\\n', durable=False)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, str(git_dir)], env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    try:
+        wait_for(ready.exists, what="the write between its temporary file and its link")
+    finally:
+        proc.kill()
+        proc.wait()
+    store_git("gc", "--quiet", "--prune=now", cwd=repo)
+    counted = store_git("count-objects", "-v", cwd=repo).stdout
+    assert "\ngarbage: 0\n" in counted, counted
+
+
+def test_a_store_without_hard_links_is_still_written(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system without hard links (vfat, some FUSE and SMB mounts: ``link()``
+    answers EPERM), an object is renamed into place, as git's own writer does."""
+    store = _one_shot(repo)
+
+    def no_links(src: object, dst: object, *a: object, **kw: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    oid = store.compare_and_swap(REF, None, b"mine\n", "test")
+    assert store.read(REF).data == b"mine\n" and store.read(REF).oid == oid
+
+
+def test_a_reflog_line_is_stamped_with_the_time_of_the_write(repo: Path) -> None:
+    """Not with a ``GIT_COMMITTER_DATE`` the caller's environment carries (a rebase's, a
+    script's): the retention pass judges a history's age by these lines."""
+    got = run_cli(
+        "acquire", "pl/1", "--no-bind", cwd=repo, env={"GIT_COMMITTER_DATE": "@86400 +0000"}
+    )
+    assert got.code == 0, got
+    line = (store_path(repo) / "logs" / REF).read_text().splitlines()[-1]
+    stamp = int(line.split("\t")[0].split(" ")[-2])
+    assert abs(stamp - time.time()) < 3600, line
+
+
+def test_following_a_remote_never_writes_through_a_symbolic_ref(repo: Path) -> None:
+    """A mirror ref made symbolic reads as unreadable (all zeros, which git takes as "must
+    not exist"): the mirror leaves it, and never creates the ref it names."""
+    store = _one_shot(repo)
+    writer = store.writer
+    assert isinstance(writer, plumbing.PlumbingWriter)
+    git_dir = store_path(repo)
+    (git_dir / REF).parent.mkdir(parents=True, exist_ok=True)
+    (git_dir / REF).write_text("ref: refs/worklease/elsewhere\n")
+    assert store.read(REF).oid == UNREADABLE_OID
+    writer.follow([(REF, UNREADABLE_OID, writer.write_blob(b"record\n"))], "follow")
+    assert "refs/worklease/elsewhere" not in store_git("for-each-ref", cwd=repo).stdout
+    assert (git_dir / REF).read_text() == "ref: refs/worklease/elsewhere\n"
+
+
+def test_a_ref_packed_right_after_git_wrote_it_is_no_failed_acquire(
+    repo: Path, tmp_path: Path
+) -> None:
+    """``git pack-refs --prune`` (a ``git gc``) between git's write and the syncs after it
+    removes the ref's file and folder: what landed is still an acquire that landed."""
+    env = _wrapped_git(
+        tmp_path,
+        '  "$REAL" "$@" || exit $?\n  exec "$REAL" --git-dir="$GIT_DIR" pack-refs --all --prune',
+    )
+    got = run_cli("acquire", "pl/1", "--no-bind", "--json", cwd=repo, env=env)
+    shown = run_cli("show", "pl/1", "--json", cwd=repo).json
+    assert got.code == 0 and shown["state"] == "active", (got, shown)
