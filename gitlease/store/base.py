@@ -31,7 +31,7 @@ from pathlib import Path
 from .._util import TYPE_CHECKING
 from .._util.files import STALE_LOCK_SECONDS, is_stale, lock_age
 from .._util.value import Value
-from ..errors import AmbiguousError, StoreError
+from ..errors import AmbiguousError, CompareAndSwapFailed, CorruptRecordError, StoreError
 from ..gitio.gitread import Snapshot
 from ..model.refname import PREFIX
 from ..state import guards
@@ -45,6 +45,22 @@ if TYPE_CHECKING:
 Update = tuple[str, str | None, bytes]
 #: Reads one blob: ``(bytes, None)``, or ``(None, why not)``.
 BlobRead = Callable[[str], tuple[bytes | None, str | None]]
+
+
+def still_as_seen(current: Snapshot, expected: str | None, verb: str = "written") -> None:
+    """The contract's comparison, for every backend (see the module's text): ``current``, the
+    ref read again under its lock, still holds ``expected`` (None: absent), or this raises
+    :class:`~gitlease.errors.CorruptRecordError` (it cannot be read, and the caller expected
+    otherwise) or :class:`~gitlease.errors.CompareAndSwapFailed` (it moved). ``verb``: what
+    the ref was being, for the message."""
+    ref = current.ref
+    if current.problem and current.oid != expected:
+        raise CorruptRecordError(f"{ref}: {current.problem}")
+    if current.oid != expected:
+        raise CompareAndSwapFailed(
+            f"{ref} changed while it was being {verb} "
+            f"(expected {expected or 'absent'}, found {current.oid or 'absent'})"
+        )
 
 
 class Location(Value):

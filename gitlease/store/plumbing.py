@@ -37,10 +37,12 @@ from pathlib import Path
 
 from .._util import sharing as perms
 from .._util.files import held_fds
-from ..errors import CompareAndSwapFailed, CorruptRecordError, StoreError
+from ..errors import CorruptRecordError, StoreError
 from ..gitio import objects
 from ..gitio.gitread import UNREADABLE_OID, Snapshot, git_env, stderr_text
 from ..model.refname import SCOPES_INDEX_REF
+from . import reflogs
+from .base import still_as_seen
 
 _ZERO = "0" * 40  # (to git: the ref must not exist)
 #: How many times a write meets a ref locked by someone else before it gives up (each
@@ -63,11 +65,6 @@ _SETTINGS = (
 _UNSET = ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE")
 #: For a durable write: git syncs each ref's new file before it renames it into place.
 _DURABLE = ("-c", "core.fsync=reference", "-c", "core.fsyncMethod=fsync")
-_LOG_KEY = "core.logAllRefUpdates"
-_GC_KEYS = (
-    "gc.refs/worklease/*.reflogExpireUnreachable",
-    "gc.refs/worklease/*.reflogExpire",
-)
 
 
 def serves(git_dir: Path) -> bool:
@@ -193,19 +190,9 @@ class PlumbingWriter:
                 lock.unlink()
 
     def ensure_reflog(self, ref: str) -> None:
-        """git appends a line to a reflog file that exists (and makes none for refs outside
-        ``refs/heads`` unless told): make the file, as for libgit2's writer."""
-        log = self.git_dir / "logs" / ref
-        if log.exists():
-            return
-        self._ensure_gc_config()
-        try:
-            with perms.shared_umask(self.git_dir):
-                log.parent.mkdir(parents=True, exist_ok=True)
-                log.touch()
-            perms.widen_parents(log)
-        except OSError as exc:
-            raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
+        """git appends a line to a reflog file that exists, and makes none for refs outside
+        ``refs/heads`` unless told (:func:`gitlease.store.reflogs.make_reflog`)."""
+        reflogs.make_reflog(self.git_dir, ref, self._ensure_gc_config)
 
     # ----------------------------------------------------------------- inside
 
@@ -238,14 +225,8 @@ class PlumbingWriter:
                     f"git wrote part of the update of {refs[0][0]} in {self.git_dir} and then "
                     f"failed ({said}); `gitlease verify` lists what each ref holds"
                 )
-            for current, (ref, expected, _) in zip(found, refs, strict=True):
-                if current.problem and current.oid != expected:
-                    raise CorruptRecordError(f"{ref}: {current.problem}")
-                if current.oid != expected:
-                    raise CompareAndSwapFailed(
-                        f"{ref} changed while it was being {verb} "
-                        f"(expected {expected or 'absent'}, found {current.oid or 'absent'})"
-                    )
+            for current, (_, expected, _) in zip(found, refs, strict=True):
+                still_as_seen(current, expected, verb)
             if not self._busy(said, refs) or attempt == _LOCK_ATTEMPTS - 1:
                 raise StoreError(f"cannot update {refs[0][0]} in {self.git_dir}: {said}")
             for ref, _, _ in refs:  # every ref still holds what was seen: a lock held a moment
@@ -322,7 +303,8 @@ class PlumbingWriter:
             return
         env = git_env(self.git_dir)
         with perms.shared_umask(self.git_dir):
-            for key, value in ((_LOG_KEY, "true"), *((k, "never") for k in _GC_KEYS)):
+            settings = ((reflogs.LOG_KEY, "true"), *((k, "never") for k in reflogs.GC_KEYS))
+            for key, value in settings:
                 with suppress(OSError):
                     got = subprocess.run(
                         ["git", "config", "--get", key], capture_output=True, env=env

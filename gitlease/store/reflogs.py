@@ -19,6 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._util import sharing as perms
 from .._util.files import atomic_write
 from ..errors import StoreError
 from ..gitio.gitread import OID, git_env, landed_ids, parse_reflog, stderr_text, with_settings
@@ -26,6 +27,17 @@ from ..model.refname import PREFIX
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
+
+#: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
+#: nor an active claim's records back to its acquire, so the retention pass does it
+#: (:mod:`gitlease.maintenance.retention`), and a plain ``git gc`` of the store drops no history.
+#: Each store writer sets these (and :data:`LOG_KEY`) before a claim's first reflog line.
+GC_KEYS = (
+    "gc.refs/worklease/*.reflogExpireUnreachable",
+    "gc.refs/worklease/*.reflogExpire",
+)
+#: Reflogs written in a bare store (libgit2 writes none there by default).
+LOG_KEY = "core.logAllRefUpdates"
 
 #: Unreferenced objects younger than this survive the pass's ``git gc``: a write stores its
 #: blob before the ref (or a remote) takes it, and a push may take up to the network timeout.
@@ -35,6 +47,23 @@ GC_GRACE = "1.hour.ago"
 def reflog_path(git_dir: Path, ref: str) -> Path:
     """The reflog file of ``ref``."""
     return git_dir / "logs" / ref
+
+
+def make_reflog(git_dir: Path, ref: str, settings: Callable[[], None]) -> None:
+    """Make the reflog file of ``ref`` if it has none, after ``settings()`` (the writer's way
+    to set :data:`GC_KEYS` and :data:`LOG_KEY`): git and libgit2 append a line to a reflog
+    file that exists, and make none for a ref outside ``refs/heads`` unless told."""
+    log = reflog_path(git_dir, ref)
+    if log.exists():
+        return
+    settings()
+    try:
+        with perms.shared_umask(git_dir):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.touch()
+        perms.widen_parents(log)
+    except OSError as exc:
+        raise StoreError(f"cannot write to the store {git_dir}: {exc}") from None
 
 
 def reflog_refs(git_dir: Path) -> list[str]:

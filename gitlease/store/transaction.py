@@ -19,18 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from .._util import sharing as perms
-from ..errors import CompareAndSwapFailed, CorruptRecordError, StoreError
+from ..errors import CompareAndSwapFailed, StoreError
 from ..gitio.gitread import SYMBOLIC, UNREADABLE_OID, Snapshot, packed_refs_problem, unreadable_ref
 from ..model.refname import SCOPES_INDEX_REF
+from . import reflogs
+from .base import still_as_seen
 
-#: git's own reflog expiry stays off for the claims: it can keep neither "the last N records"
-#: nor an active claim's records back to its acquire, so the retention pass does it
-#: (:mod:`gitlease.maintenance.retention`), and a plain ``git gc`` of the store drops no history.
-_GC_KEYS = (
-    "gc.refs/worklease/*.reflogExpireUnreachable",
-    "gc.refs/worklease/*.reflogExpire",
-)
-_LOG_KEY = "core.logAllRefUpdates"
 #: How many blobs a store keeps read (a claim record is under 1 KiB).
 _BLOB_CACHE = 256
 
@@ -169,14 +163,7 @@ class Writer:
                 for (ref, _, _), _ in ordered:
                     self.lock_ref(tx, ref)
                 for (ref, expected, _), _ in ordered:
-                    current = self.read(ref)
-                    if current.problem and current.oid != expected:
-                        raise CorruptRecordError(f"{ref}: {current.problem}")
-                    if current.oid != expected:
-                        raise CompareAndSwapFailed(
-                            f"{ref} changed while it was being written "
-                            f"(expected {expected or 'absent'}, found {current.oid or 'absent'})"
-                        )
+                    still_as_seen(self.read(ref), expected)
                 for (ref, _, _), new_oid in ordered:
                     tx.set_target(ref, new_oid, message=message)
         except (pygit2.GitError, OSError) as exc:
@@ -243,22 +230,14 @@ class Writer:
                 time.sleep(0.01)
 
     def ensure_reflog(self, ref: str) -> None:
-        """libgit2 writes a reflog for refs outside refs/heads only if the log file exists."""
-        log = self.git_dir / "logs" / ref
-        if log.exists():
-            return
-        self._ensure_gc_config()
-        try:
-            with perms.shared_umask(self.git_dir):
-                log.parent.mkdir(parents=True, exist_ok=True)
-                log.touch()
-            perms.widen_parents(log)
-        except OSError as exc:
-            raise StoreError(f"cannot write to the store {self.git_dir}: {exc}") from None
+        """libgit2 writes a reflog for refs outside refs/heads only if the log file exists
+        (:func:`gitlease.store.reflogs.make_reflog`)."""
+        reflogs.make_reflog(self.git_dir, ref, self._ensure_gc_config)
 
     def _ensure_gc_config(self) -> None:
         """Keep ``git gc`` from reporting blob reflog tips as errors or expiring history on its
-        own (the retention pass decides what goes: :data:`_GC_KEYS`), and make libgit2 write
+        own (the retention pass decides what goes: :data:`~gitlease.store.reflogs.GC_KEYS`),
+        and make libgit2 write
         reflogs in a bare store (it writes none there by default).
 
         Best effort: it touches history retention, never ownership, so it never fails a
@@ -270,9 +249,9 @@ class Writer:
             try:
                 config = self.repo.config
                 with perms.shared_umask(self.git_dir):
-                    if _LOG_KEY not in config:
-                        config[_LOG_KEY] = "true"
-                    for key in _GC_KEYS:
+                    if reflogs.LOG_KEY not in config:
+                        config[reflogs.LOG_KEY] = "true"
+                    for key in reflogs.GC_KEYS:
                         if key not in config:
                             config[key] = "never"
                 return

@@ -194,21 +194,12 @@ def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_pat
 def _failing_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str = "") -> None:
     """A ``git`` first on PATH whose ``update-ref`` commits (the real one), runs ``then``, and
     exits 1: git failing after it wrote (a reflog line it could not write, say)."""
-    real = shutil.which("git")
-    assert real
-    bindir = tmp_path / "failing-bin"
-    bindir.mkdir()
-    (bindir / "git").write_text(
-        "#!/bin/sh\n"
-        'case " $* " in *" update-ref "*)\n'
-        f'  "{real}" "$@" || exit $?\n'
-        f"  {then or ':'}\n"
-        "  echo 'error: could not write the reflog' >&2; exit 1 ;;\n"
-        "esac\n"
-        f'exec "{real}" "$@"\n'
+    env = _wrapped_git(
+        tmp_path,
+        f'  "$REAL" "$@" || exit $?\n  {then or ":"}\n'
+        "  echo 'error: could not write the reflog' >&2; exit 1",
     )
-    (bindir / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", env["PATH"])
 
 
 def test_a_write_git_committed_before_it_failed_is_a_write_that_landed(
@@ -229,8 +220,7 @@ def test_a_write_git_committed_in_part_is_a_store_error(
     other = "refs/worklease/pl/2.lease"
     git_dir = store_path(repo)
     # the second ref's update undone once git committed both: as if git stopped between them
-    _failing_after(tmp_path, monkeypatch, f'"{shutil.which("git")}" --git-dir="{git_dir}" '
-                   f"update-ref -d {other}")  # fmt: skip
+    _failing_after(tmp_path, monkeypatch, f'"$REAL" --git-dir="{git_dir}" update-ref -d {other}')
     with pytest.raises(StoreError, match="wrote part of the update"):
         store.compare_and_swap_many([(REF, None, b"one\n"), (other, None, b"two\n")], "test")
 

@@ -19,11 +19,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from gitlease.errors import CompareAndSwapFailed, CorruptRecordError, StoreError
+from gitlease.errors import CompareAndSwapFailed, StoreError
 from gitlease.gitio.gitread import Snapshot
 from gitlease.model.record import blob_oid
 from gitlease.model.refname import PREFIX, SCOPES_INDEX_REF
-from gitlease.store.base import Location, Store, Update
+from gitlease.store.base import Location, Store, Update, still_as_seen
 
 
 class MemoryStore(Store):
@@ -92,14 +92,7 @@ class MemoryStore(Store):
         new_oids = [self.write_blob(data) for _, _, data in updates]
         with self._lock:  # (the refs' locks: read again under them, then compared)
             for ref, expected, _ in updates:
-                current = self.read(ref)
-                if current.problem and current.oid != expected:
-                    raise CorruptRecordError(f"{ref}: {current.problem}")
-                if current.oid != expected:
-                    raise CompareAndSwapFailed(
-                        f"{ref} changed while it was being written "
-                        f"(expected {expected or 'absent'}, found {current.oid or 'absent'})"
-                    )
+                still_as_seen(self.read(ref), expected)
             for (ref, _, _), oid in zip(updates, new_oids, strict=True):
                 self._set(ref, oid)
             self.writes.append(list(updates))
