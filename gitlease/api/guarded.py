@@ -15,6 +15,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -191,9 +192,11 @@ def _supervise(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(started[0].pid, signum)
 
-    previous = {
-        s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
+    # (Python takes signal handlers in the main thread only: a program that runs a command
+    # from another thread forwards nothing, and its own handlers stay as they are)
+    main = threading.current_thread() is threading.main_thread()
+    ending = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if main else ()
+    previous = {s: signal.signal(s, forward) for s in ending}
     early = interrupts.pending()
     if early is not None or came:
         for s, handler in previous.items():

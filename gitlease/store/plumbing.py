@@ -3,8 +3,8 @@ each write is one ``git update-ref --stdin`` transaction, its blobs written as l
 objects from Python, so the process never imports pygit2, whose import alone costs more
 than the rest of the write (docs/performance.md, section 3).
 
-git makes the compare-and-swap. Given ``update REF NEW OLD`` for each ref, it locks every
-ref (``<ref>.lock``, the lock libgit2 and every
+git makes the compare-and-swap. Given ``start``, ``update REF NEW OLD`` for each ref and
+``commit``, it locks every ref (``<ref>.lock``, the lock libgit2 and every
 git command take), reads each again while holding the locks, compares it with OLD, and
 sets them all or none: the contract of
 :meth:`gitlease.store.base.Store.compare_and_swap_many`, which the resident processes keep
@@ -29,11 +29,15 @@ or one whose refs git keeps in a reftable, is written through libgit2 as before.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from .._util import sharing as perms
 from .._util.files import held_fds
@@ -249,9 +253,11 @@ class PlumbingWriter:
         env = git_env(self.git_dir, LC_ALL="C")  # (its words: see _busy)
         for name in _UNSET:
             env.pop(name, None)
-        body = "\n".join([*lines, ""]).encode("utf-8")
+        # (start ... commit: input cut short, by this process's death between two of its
+        # writes to the pipe, is a transaction git aborts, never the lines it had read)
+        body = "\n".join(["start", *lines, "commit", ""]).encode("utf-8")
         try:
-            with perms.shared_umask(self.git_dir):
+            with perms.shared_umask(self.git_dir), _signals_after():
                 return subprocess.run(
                     args,
                     input=body,
@@ -311,3 +317,39 @@ class PlumbingWriter:
                     )
                     if got.returncode == 1:
                         subprocess.run(["git", "config", key, value], capture_output=True, env=env)
+
+
+#: The signals a person or a supervisor ends a command with.
+_ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def _signals_after() -> Iterator[None]:
+    """While git writes: SIGINT, SIGTERM and SIGHUP recorded, and acted on once it is done.
+
+    git runs in a process group of its own, so a signal to the command's group does not stop
+    it; but a KeyboardInterrupt raised in ``subprocess.run``'s wait kills git (it is given a
+    quarter of a second), and a SIGTERM's default ends this process while git is still
+    writing. Either could leave a bundle's refs half set. A command that defers these signals
+    over its whole write (:mod:`gitlease.claims.interrupts`) gets them from here as it would
+    have; one that does not ends as it would have, after the write. Main thread only (Python
+    runs signal handlers there); an ignored signal stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def record(signum: int, _frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    saved: dict[int, Any] = {}
+    for signum in _ENDING:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            saved[signum] = signal.signal(signum, record)
+    try:
+        yield
+    finally:
+        for saved_signum, handler in saved.items():
+            signal.signal(saved_signum, handler)
+        for caught_signum in dict.fromkeys(caught):
+            signal.raise_signal(caught_signum)

@@ -7,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from conftest import clock_ahead, store_git, wait_for, wait_renewed, wait_state
 from forged import put
 
@@ -263,3 +265,29 @@ def test_nested_exec_keeps_the_outer_claims_usable(cli, repo: Path) -> None:
         inner,
     )
     assert got.code == 0, got
+
+
+def test_execute_from_a_thread_runs_the_command(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gitlease.execute`` called from a worker thread (a server, an agent framework) set
+    signal handlers, which Python allows in the main thread only: ValueError, and the command
+    never ran. Off the main thread it forwards no signal (none reaches that thread)."""
+    import gitlease
+    from gitlease.store.location import open_store
+
+    monkeypatch.chdir(repo)
+    marker = repo.parent / "ran"
+    out: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            out["result"] = gitlease.execute(open_store(), ["touch", str(marker)], "pl/thread")
+        except BaseException as exc:  # (what it raised is the failure)
+            out["error"] = exc
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(60)
+    assert "error" not in out, out["error"]
+    assert marker.exists()

@@ -429,3 +429,50 @@ def test_a_ref_packed_right_after_git_wrote_it_is_no_failed_acquire(
     got = run_cli("acquire", "pl/1", "--no-bind", "--json", cwd=repo, env=env)
     shown = run_cli("show", "pl/1", "--json", cwd=repo).json
     assert got.code == 0 and shown["state"] == "active", (got, shown)
+
+
+def test_a_cli_killed_between_two_writes_of_gits_input_lands_none_of_a_bundle(
+    repo: Path, tmp_path: Path
+) -> None:
+    """git reads the transaction from a pipe, which the command fills a piece at a time; a
+    command killed between two pieces (kill -9, the OOM killer) leaves git the lines before
+    the cut, and git outlives it on purpose. The lines are one ``start`` ... ``commit``
+    transaction, which an input that ends before ``commit`` aborts whole. (Modelled: the
+    wrapper cuts the last line, kills the command, then gives git the rest.)"""
+    done = tmp_path / "done"
+    env = _wrapped_git(
+        tmp_path,
+        f"  sed '$d' > \"{tmp_path}/cut\"\n"
+        "  kill -KILL $PPID\n"
+        f'  "$REAL" "$@" < "{tmp_path}/cut"; echo $? > "{done}"; exit 0',
+    )
+    got = subprocess.run(
+        [sys.executable, "-m", "gitlease", "bundle", "acquire", "pl/2", "pl/3", "--no-bind"],
+        cwd=repo,
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=60,
+    )
+    assert got.returncode == -signal.SIGKILL, got
+    wait_for(done.exists, what="git, given the input before the cut")
+    held = store_git("for-each-ref", "--format=%(refname)", "refs/worklease/", cwd=repo).stdout
+    assert "pl/2" not in held and "pl/3" not in held, held
+
+
+def test_an_interrupt_while_git_writes_is_acted_on_once_git_is_done(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C during ``subprocess.run``'s wait used to kill git within a quarter of a
+    second (between two refs of a bundle, say): now it is recorded, git finishes, and then
+    the interrupt is raised. (The wrapper signals this process, then takes a second to
+    write: what a slow disk gives a killed git no time for.)"""
+    store = _one_shot(repo)
+    env = _wrapped_git(tmp_path, '  kill -INT $PPID\n  sleep 1\n  exec "$REAL" "$@"')
+    monkeypatch.setenv("PATH", env["PATH"])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.compare_and_swap_many([(REF, None, b"one\n"), (REF + "2", None, b"two\n")], "t")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert store.read(REF).data == b"one\n" and store.read(REF + "2").data == b"two\n"
