@@ -245,6 +245,23 @@ def flocked(
         os.close(fd)
 
 
+@contextmanager
+def noted(path: Path, fd: int) -> Iterator[None]:
+    """Count the flock held on ``fd`` (the file at ``path``), taken by other means than
+    :func:`flocked` (a receipt reservation's, which refuses rather than waits at some
+    files), as one this thread holds for the block: :func:`held_fds` hands it on too."""
+    held: dict[str, int] = _HELD.__dict__.setdefault("fds", {})
+    key = str(path)
+    if key in held:
+        yield
+        return
+    held[key] = fd
+    try:
+        yield
+    finally:
+        held.pop(key, None)
+
+
 def held_fds() -> list[int]:
     """The descriptors of the flocks this thread holds (:func:`flocked`), for a child process
     that writes under them (``git update-ref``, :mod:`gitlease.store.plumbing`): the child

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._util.files import flock_polling, still_at
+from .._util.files import flock_polling, noted, still_at
 from ..errors import HeldError, ReceiptError, StoreError, UsageError
 from .receipt import (
     MAX_RECEIPT_BYTES,
@@ -163,7 +163,8 @@ def reserve(path: Path | None, store: str) -> Iterator[Reserved | None]:
         raise HeldError(f"receipt {path} keeps changing; another process is using it")
     reserved = Reserved(path, fd, created, previous)
     try:
-        yield reserved
+        with noted(path, fd):  # (held by a git that writes the claim, should this one die)
+            yield reserved
     finally:
         if reserved.created and not reserved.written and _still_empty(path, fd):
             remove(path)  # (still under the lock: nobody else writes it meanwhile)

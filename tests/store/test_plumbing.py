@@ -143,7 +143,8 @@ def test_a_refusal_that_is_no_lock_is_a_store_error_at_once(repo: Path, tmp_path
 def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_path: Path) -> None:
     """Killed while its ``git update-ref`` runs, a CLI acquire leaves git to finish: the
     guard must stay held until git is done (git holds it too), so that nobody judges the
-    ref lock git holds as a dead writer's and removes it."""
+    ref lock git holds as a dead writer's and removes it; and so must the reservation of an
+    explicit receipt, or a second acquire with that path could take it meanwhile."""
     real = shutil.which("git")
     assert real
     bindir = tmp_path / "bin"
@@ -161,8 +162,18 @@ def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_pat
     )
     (bindir / "git").chmod(0o755)
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    receipt = tmp_path / "receipts" / "pl-1.json"  # (an explicit one: its reservation too)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "acquire", "pl/1", "--no-bind"],
+        [
+            sys.executable,
+            "-m",
+            "gitlease",
+            "acquire",
+            "pl/1",
+            "--no-bind",
+            "--receipt",
+            str(receipt),
+        ],
         cwd=repo,
         env={**env, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
@@ -174,15 +185,18 @@ def test_the_guard_outlives_a_writer_killed_while_git_writes(repo: Path, tmp_pat
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         guard = open_store(cwd=repo).guard_path(REF)
-        fd = os.open(guard, os.O_RDWR)
+        fds = [os.open(guard, os.O_RDWR), os.open(receipt, os.O_RDWR)]
         try:
-            with pytest.raises(BlockingIOError):
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # git still holds it
+            for fd in fds:  # the guard, and the receipt's reservation
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # git still holds it
             go.write_text("")
             wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="git to finish")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once git is done
+            for fd in fds:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free once git is done
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
     finally:
         go.write_text("")  # (a failed run leaves no wrapper waiting)
         proc.kill()
