@@ -141,7 +141,12 @@ class PlumbingWriter:
         refs: list[tuple[str, str | None, str | None]] = [
             (ref, expected, new) for (ref, expected, _), new in ordered
         ]
-        self._transaction(lines, refs, message, "written")
+
+        def rewrite() -> None:
+            for _, _, data in updates:
+                self.write_blob(data)
+
+        self._transaction(lines, refs, message, "written", rewrite)
         if self._durable > 0:
             self._sync_refs([ref for ref, _, _ in refs])
         return new_oids
@@ -206,10 +211,16 @@ class PlumbingWriter:
         refs: list[tuple[str, str | None, str | None]],
         message: str,
         verb: str,
+        rewrite: Callable[[], None] | None = None,
     ) -> None:
         """Run the transaction until git takes it, or raise what its refusal meant. ``refs``:
         (ref, the object id expected, the one being written: None to delete); ``verb``: what
-        the refs were being, for the message.
+        the refs were being, for the message; ``rewrite``: writes the blobs again.
+
+        A blob that a ``git gc`` took before its ref named it (an unreferenced object older
+        than the pass's grace: a gc on a clock that runs ahead, say) is written again, and the
+        transaction tried again: git refuses a ref to an object it does not have, so nothing
+        landed.
 
         A failure after git committed (a reflog line it could not write, say: git renames
         one lock after the other) is read back as what it is: every ref as written is a write
@@ -231,6 +242,9 @@ class PlumbingWriter:
                 )
             for current, (_, expected, _) in zip(found, refs, strict=True):
                 still_as_seen(current, expected, verb)
+            if rewrite is not None and "nonexistent object" in said and attempt < 2:
+                rewrite()
+                continue
             if not self._busy(said, refs) or attempt == _LOCK_ATTEMPTS - 1:
                 raise StoreError(f"cannot update {refs[0][0]} in {self.git_dir}: {said}")
             for ref, _, _ in refs:  # every ref still holds what was seen: a lock held a moment

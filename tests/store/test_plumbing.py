@@ -490,3 +490,28 @@ def test_an_interrupt_while_git_writes_is_acted_on_once_git_is_done(
     finally:
         signal.signal(signal.SIGINT, previous)
     assert store.read(REF).data == b"one\n" and store.read(REF + "2").data == b"two\n"
+
+
+def test_a_blob_a_gc_took_before_its_ref_landed_is_written_again(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``git gc`` (the daily retention pass, on a clock that runs ahead of the file times)
+    can prune a blob written a moment ago, before the ref that names it lands: git then
+    refuses the ref ("nonexistent object") and nothing landed. The blob is written again
+    and the write goes through. (Modelled: the first update-ref finds its object gone.)"""
+    store = _one_shot(repo)
+    objects_dir = store_path(repo) / "objects"
+    once = tmp_path / "pruned-once"
+    given = tmp_path / "given"
+    env = _wrapped_git(
+        tmp_path,
+        f'  cat > "{given}"\n'
+        f'  if [ ! -e "{once}" ]; then touch "{once}"\n'
+        f'    new=$(awk \'$1 == "update" {{print $3}}\' "{given}")\n'
+        f'    rm "{objects_dir}/$(echo $new | cut -c1-2)/$(echo $new | cut -c3-)" || exit 99\n'
+        "  fi\n"
+        f'  exec "$REAL" "$@" < "{given}"',
+    )
+    monkeypatch.setenv("PATH", env["PATH"])
+    oid = store.compare_and_swap(REF, None, b"fresh\n", "test")
+    assert once.exists() and store.read(REF).oid == oid and store.read(REF).data == b"fresh\n"
