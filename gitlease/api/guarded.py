@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .._util import signals
 from .._util.files import atomic_write
 from .._util.value import Value
 from ..claims import engine as core
@@ -195,7 +196,7 @@ def _supervise(
     # (Python takes signal handlers in the main thread only: a program that runs a command
     # from another thread forwards nothing, and its own handlers stay as they are)
     main = threading.current_thread() is threading.main_thread()
-    ending = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if main else ()
+    ending = signals.ENDING if main else ()
     previous = {s: signal.signal(s, forward) for s in ending}
     early = interrupts.pending()
     if early is not None or came:

@@ -21,8 +21,10 @@ import threading
 from types import FrameType
 from typing import Any
 
+from .._util.signals import ENDING
+
 #: SIGHUP too: a closed terminal is the usual sender, and its default ends the process.
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SIGNALS = ENDING
 _armed = False
 _saved: dict[int, Any] | None = None
 _caught: int | None = None

@@ -29,17 +29,14 @@ or one whose refs git keeps in a reftable, is written through libgit2 as before.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from .._util import sharing as perms
+from .._util import signals
 from .._util.files import held_fds
 from ..errors import CorruptRecordError, StoreError
 from ..gitio import objects
@@ -137,7 +134,6 @@ class PlumbingWriter:
         ordered = sorted(zip(updates, new_oids, strict=True), key=lambda item: item[0][0])
         for (ref, _, _), _ in ordered:
             self.ensure_reflog(ref)
-        lines = [f"update {ref} {new} {expected or _ZERO}" for (ref, expected, _), new in ordered]
         refs: list[tuple[str, str | None, str | None]] = [
             (ref, expected, new) for (ref, expected, _), new in ordered
         ]
@@ -146,16 +142,14 @@ class PlumbingWriter:
             for _, _, data in updates:
                 self.write_blob(data)
 
-        self._transaction(lines, refs, message, "written", rewrite)
+        self._transaction(refs, message, "written", rewrite)
         if self._durable > 0:
             self._sync_refs([ref for ref, _, _ in refs])
         return new_oids
 
     def remove_compare_and_swap(self, ref: str, expected_oid: str) -> None:
         """Delete ``ref`` iff it still holds ``expected_oid`` (used by ``prune``)."""
-        self._transaction(
-            [f"delete {ref} {expected_oid}"], [(ref, expected_oid, None)], "", "pruned"
-        )
+        self._transaction([(ref, expected_oid, None)], "", "pruned")
 
     def follow(self, pairs: list[tuple[str, str | None, str]], message: str) -> None:
         """Point each ref at its new object iff it still holds the expected one (a remote
@@ -170,7 +164,7 @@ class PlumbingWriter:
             if ref != SCOPES_INDEX_REF:  # (its history is no claim's: no reflog)
                 with suppress(StoreError):
                     self.ensure_reflog(ref)
-        lines = [f"update {ref} {new} {expected or _ZERO}" for ref, expected, new in sorted(pairs)]
+        lines = _lines(sorted(pairs))
         if self._run(lines, message).returncode == 0 or len(lines) == 1:
             return
         for line in lines:
@@ -207,7 +201,6 @@ class PlumbingWriter:
 
     def _transaction(
         self,
-        lines: list[str],
         refs: list[tuple[str, str | None, str | None]],
         message: str,
         verb: str,
@@ -226,6 +219,7 @@ class PlumbingWriter:
         one lock after the other) is read back as what it is: every ref as written is a write
         that landed, some of them a write that landed in part (:class:`StoreError`), never a
         lost swap, which lands nothing."""
+        lines = _lines(refs)
         for attempt in range(_LOCK_ATTEMPTS):
             result = self._run(lines, message)
             if result.returncode == 0:
@@ -271,7 +265,7 @@ class PlumbingWriter:
         # writes to the pipe, is a transaction git aborts, never the lines it had read)
         body = "\n".join(["start", *lines, "commit", ""]).encode("utf-8")
         try:
-            with perms.shared_umask(self.git_dir), _signals_after():
+            with perms.shared_umask(self.git_dir), signals.after():
                 return subprocess.run(
                     args,
                     input=body,
@@ -333,37 +327,10 @@ class PlumbingWriter:
                         subprocess.run(["git", "config", key, value], capture_output=True, env=env)
 
 
-#: The signals a person or a supervisor ends a command with.
-_ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextmanager
-def _signals_after() -> Iterator[None]:
-    """While git writes: SIGINT, SIGTERM and SIGHUP recorded, and acted on once it is done.
-
-    git runs in a process group of its own, so a signal to the command's group does not stop
-    it; but a KeyboardInterrupt raised in ``subprocess.run``'s wait kills git (it is given a
-    quarter of a second), and a SIGTERM's default ends this process while git is still
-    writing. Either could leave a bundle's refs half set. A command that defers these signals
-    over its whole write (:mod:`gitlease.claims.interrupts`) gets them from here as it would
-    have; one that does not ends as it would have, after the write. Main thread only (Python
-    runs signal handlers there); an ignored signal stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def record(signum: int, _frame: FrameType | None) -> None:
-        caught.append(signum)
-
-    saved: dict[int, Any] = {}
-    for signum in _ENDING:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            saved[signum] = signal.signal(signum, record)
-    try:
-        yield
-    finally:
-        for saved_signum, handler in saved.items():
-            signal.signal(saved_signum, handler)
-        for caught_signum in dict.fromkeys(caught):
-            signal.raise_signal(caught_signum)
+def _lines(refs: list[tuple[str, str | None, str | None]]) -> list[str]:
+    """``update-ref``'s lines for (ref, the object id expected or None for absent, the new
+    one or None to delete)."""
+    return [
+        f"delete {ref} {expected}" if new is None else f"update {ref} {new} {expected or _ZERO}"
+        for ref, expected, new in refs
+    ]

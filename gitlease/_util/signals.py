@@ -1,0 +1,52 @@
+"""The signals that end a command, and holding them off while a child finishes its write.
+
+SIGINT, SIGTERM and SIGHUP are what a person (Ctrl-C, a closed terminal) or a supervisor
+ends a command with. The claims engine defers them over a whole claim write
+(:mod:`gitlease.claims.interrupts`), ``exec`` forwards them to its command
+(:mod:`gitlease.api.guarded`), and a store that writes through ``git update-ref`` holds them
+off while git runs (:func:`after`).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+#: The signals a person or a supervisor ends a command with.
+ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def after() -> Iterator[None]:
+    """For the block: :data:`ENDING` recorded, and acted on once the block is done.
+
+    For a child that must not be stopped half way (``git update-ref`` of a bundle's refs,
+    :mod:`gitlease.store.plumbing`): a KeyboardInterrupt raised in ``subprocess.run``'s wait
+    kills the child (it is given a quarter of a second), and a SIGTERM's default ends this
+    process while the child still writes. A command that defers these signals over its
+    whole write (:mod:`gitlease.claims.interrupts`) gets them from here as it would have; one
+    that does not ends as it would have, after the block. Main thread only (Python runs
+    signal handlers there); an ignored signal stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def record(signum: int, _frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    saved: dict[int, Any] = {}
+    for signum in ENDING:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            saved[signum] = signal.signal(signum, record)
+    try:
+        yield
+    finally:
+        for saved_signum, handler in saved.items():
+            signal.signal(saved_signum, handler)
+        for caught_signum in dict.fromkeys(caught):
+            signal.raise_signal(caught_signum)
