@@ -5,11 +5,15 @@ the signal window (:func:`arm`): from just before the write, SIGINT, SIGTERM and
 recorded. Just before it answers, it asks whether one came (:func:`pending`); if so, or if
 the answer cannot be written, it releases what it took (:func:`undo_acquire`), so that no
 exit but success leaves a claim behind (docs/reference/exit-codes.md).
+
+A command that writes its own claims (``heartbeat``, ``release``) answers them instead
+(:func:`answer_owned`): a signal that met the write once it could land waits for the write and
+its bookkeeping, and the answer is the write's; :func:`owned_came` says which signal came.
 """
 
 from __future__ import annotations
 
 from ..claims.acquire import undo_acquire
-from ..claims.interrupts import arm, pending
+from ..claims.interrupts import answer_owned, arm, owned_came, pending
 
-__all__ = ["arm", "pending", "undo_acquire"]
+__all__ = ["answer_owned", "arm", "owned_came", "pending", "undo_acquire"]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 
 from .._util import TYPE_CHECKING
+from .._util import testing as _testing
 from ..errors import CompareAndSwapFailed, GitleaseError, LostError
 from ..gitio.gitread import Snapshot
 from ..model.claim import Claim, holder_remaining_ms, judge
@@ -113,9 +114,14 @@ def renew_claims(
 
     # From what this host last saw: its own writes are mirrored at once, and if the
     # coordinator moved on meanwhile the compare-and-swap refuses, and a fresh look follows.
-    claims = with_cas_retry(attempt, refresh=store.refresh)
-    if new_ttl is not None:  # a keepalive of these claims renews at its old cadence: wake it
-        _wake_keepers(store, rec, claim_refs)
+    from . import interrupts  # (writes only: the commit check imports this module)
+
+    try:
+        claims = with_cas_retry(attempt, refresh=store.refresh)
+        if new_ttl is not None:  # a keepalive of these claims renews at its old cadence
+            _wake_keepers(store, rec, claim_refs)
+    finally:
+        interrupts.unhold()  # (a signal that met the write acts now, or is answered)
     return claims
 
 
@@ -190,17 +196,22 @@ def release_claims(
             written = _write(store, rec, plans, "release", now) if plans else []
             return done + written
 
-    claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
-    _stop_keepers(store, rec, claim_refs)
-    from . import bookkeeping  # (writes only: the commit check reads)
+    from . import interrupts  # (writes only: the commit check imports this module)
 
-    if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
-        c.ref for c in rec.claims
-    }:
-        # the token leaves the receipt once nothing it proves is held (a bundle member
-        # released on its own leaves the token for the others)
-        bookkeeping.retire(store, rec)
-    bookkeeping.unbind_all(store, claim_refs)
+    try:
+        claims = with_cas_retry(attempt, refresh=store.refresh)  # as for heartbeat
+        _stop_keepers(store, rec, claim_refs)
+        from . import bookkeeping  # (writes only: the commit check reads)
+
+        if rec.token is not None and {c.ref for c in claim_refs} | unwritten >= {
+            c.ref for c in rec.claims
+        }:
+            # the token leaves the receipt once nothing it proves is held (a bundle member
+            # released on its own leaves the token for the others)
+            bookkeeping.retire(store, rec)
+        bookkeeping.unbind_all(store, claim_refs)
+    finally:
+        interrupts.unhold()  # (never half way through the bookkeeping: as for heartbeat)
     order = {c.ref: i for i, c in enumerate(claim_refs)}
     return sorted(claims, key=lambda c: order[c.ref])
 
@@ -314,7 +325,16 @@ def _write(
     signed = [(snap, record.signed(key)) for snap, record in plans]
     first = signed[0][1]
     message = f"gitlease {verb}: {first.claim_id} revision {first.revision}"
-    return write_signed(store, signed, message, now)
+    from . import interrupts  # (writes only: the commit check imports this module)
+
+    interrupts.hold()  # (until the caller's bookkeeping is done: interrupts.unhold)
+    try:
+        written = write_signed(store, signed, message, now)
+    except CompareAndSwapFailed:
+        interrupts.unhold(written=False)  # nothing written: a signal acts now, as ever
+        raise
+    _testing.pause("after-owned-write")  # (tests: a signal delivered right after the write)
+    return written
 
 
 def write_signed(

@@ -10,6 +10,15 @@ signal came (:func:`pending`): it then releases the claims again under their gua
 exits 128+N (130, 143, 129; AMBIGUOUS, naming the claims, if even that fails). A signal after the
 answer is ignored: the answer (exit 0) is already true.
 
+A write of one's own claim (``heartbeat``, ``release``, their bundle forms, a keeper's or
+``exec``'s renewal) is held the same way, from just before its compare-and-swap until what
+follows it is done (the bindings and the token of a release, the keepers told): :func:`hold`,
+then :func:`unhold`. A signal that came meanwhile then acts, after that bookkeeping rather than
+half way through it; one the command *answers* (:func:`answer_owned`: the CLI's) is noted
+instead (:func:`owned_came`), since the write it met has landed and its answer, exit 0, is
+true. A signal before the write acts at once, as ever; so does one that met a
+compare-and-swap that failed (nothing was written).
+
 Recording handlers are Python-level: a process the command starts (a keepalive) gets the
 default dispositions back at ``exec``, so nothing here leaks into it. Main thread only.
 """
@@ -28,6 +37,12 @@ _SIGNALS = ENDING
 _armed = False
 _saved: dict[int, Any] | None = None
 _caught: int | None = None
+#: An owned write's hold: the handlers it replaced, and the first signal it recorded.
+_held: dict[int, Any] | None = None
+_held_caught: int | None = None
+#: Whether this command answers an owned write a signal met (the CLI), and the signal.
+_answers_owned = False
+_owned_came: int | None = None
 
 
 def arm() -> None:
@@ -73,3 +88,57 @@ def cancel() -> None:
 def pending() -> int | None:
     """The signal recorded since the write (None: none came)."""
     return _caught
+
+
+def answer_owned() -> None:
+    """This command answers an owned write that a signal met once it landed (the CLI's
+    ``heartbeat``, ``release`` and their bundle forms): the exit is the write's, and the
+    signal is only noted (:func:`owned_came`), for the command to say so."""
+    global _answers_owned, _owned_came
+    _answers_owned = True
+    _owned_came = None
+
+
+def owned_came() -> int | None:
+    """The signal that met an owned write this command answered (None: none did)."""
+    return _owned_came
+
+
+def _record_held(signum: int, _frame: FrameType | None) -> None:
+    global _held_caught
+    if _held_caught is None:
+        _held_caught = signum
+
+
+def hold() -> None:
+    """An owned write may land from now on: SIGINT, SIGTERM and SIGHUP are recorded until
+    :func:`unhold` (main thread only; an ignored signal stays ignored)."""
+    global _held
+    if _held is not None or threading.current_thread() is not threading.main_thread():
+        return
+    _held = {}
+    for signum in _SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            _held[signum] = signal.signal(signum, _record_held)
+
+
+def unhold(*, written: bool = True) -> None:
+    """The owned write and what follows it are done: the handlers :func:`hold` replaced come
+    back, and a signal it recorded acts now, as it would have (KeyboardInterrupt, the end of
+    the process, a handler of the caller's such as ``exec``'s forwarding). Unless the command
+    answers it (:func:`answer_owned`) and ``written`` (the write landed, or failed with an
+    answer of its own): then it is noted. ``written=False``: nothing was written (the
+    compare-and-swap refused), so the signal acts whoever answers."""
+    global _held, _held_caught, _owned_came
+    if _held is None:
+        return
+    handlers, caught = _held, _held_caught
+    _held, _held_caught = None, None
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    if caught is None:
+        return
+    if written and _answers_owned:
+        _owned_came = caught
+        return
+    signal.raise_signal(caught)

@@ -173,6 +173,31 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
         raise OutputFailed(exc) from None
 
 
+def answer_owned() -> None:
+    """For ``heartbeat`` and ``release`` (and their bundle forms): a SIGINT, SIGTERM or
+    SIGHUP that meets the write once it may land waits for it and its bookkeeping, and the
+    answer is the write's, exit 0 (:func:`owned_signal_note` then says so). See
+    docs/reference/exit-codes.md."""
+    from ..api import answering
+
+    answering.answer_owned()
+
+
+def owned_signal_note(what: str) -> None:
+    """After the answer of an owned write: the signal that met it, on stderr."""
+    from ..api import answering
+
+    signum = answering.owned_came()
+    if signum is None:
+        return
+    import signal
+
+    name = signal.Signals(signum).name
+    with contextlib.suppress(OSError):
+        click.echo(f"gitlease: {name} came while the {what} was being written; it was "
+                   "written, and the answer is true", err=True)  # fmt: skip
+
+
 def emit_taken(
     opts: Options, doc: Any, text: str | None, undo: Callable[[BaseException], None]
 ) -> None:

@@ -7,7 +7,17 @@ from typing import Any
 
 import click
 
-from .app import Options, cli, command, emit, emit_taken, open_store, shared_options
+from .app import (
+    Options,
+    answer_owned,
+    cli,
+    command,
+    emit,
+    emit_taken,
+    open_store,
+    owned_signal_note,
+    shared_options,
+)
 from .arguments import acquire_options
 from .hooks import commit_check_warning, stale_binding_warnings
 
@@ -129,6 +139,8 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
     def run(opts: Options, bundle_id: str | None, receipt: str | None, **kw: str | None) -> None:
         from ..api import bundle as B
 
+        if name in ("heartbeat", "release"):
+            answer_owned()  # a signal that meets the write: the answer is the write's
         store = open_store(opts)
         if name == "show":
             bid, claims = B.show(store, bundle_id, receipt=receipt)
@@ -142,6 +154,7 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
         if name == "release":
             text += _never_written(claims, result.receipt)
         emit(opts, doc, text)
+        owned_signal_note(f"bundle {name}")
 
     run.__doc__ = doc
     run.__name__ = f"bundle_{name}"

@@ -13,7 +13,17 @@ import click
 from ..api.output import format_duration, printable
 from ..errors import GitleaseError, UsageError
 from . import output
-from .app import Options, OutputFailed, cli, command, emit, emit_taken, open_store
+from .app import (
+    Options,
+    OutputFailed,
+    answer_owned,
+    cli,
+    command,
+    emit,
+    emit_taken,
+    open_store,
+    owned_signal_note,
+)
 from .arguments import acquire_options, key_option, read_items, resolve_resource
 from .hooks import commit_check_warning, stale_binding_warnings
 
@@ -196,10 +206,13 @@ def _owned(name: str, help_text: str, verb: str, option: tuple[str, str]) -> Non
     ) -> None:
         from ..api import lease
 
+        if name != "check":
+            answer_owned()  # a signal that meets the write: the answer is the write's
         act = getattr(lease, name)
         claim = act(open_store(opts), resolve_resource(resource, key_), receipt=receipt, **kw)
         doc = claim.to_dict()
         emit(opts, doc, f"{verb} {claim.describe()}" + _mode_note(doc))
+        owned_signal_note(name)
 
     run.__doc__ = help_text
     run.__name__ = name

@@ -15,6 +15,7 @@ import pytest
 from conftest import TESTING, run_cli, store_git, store_path
 
 from gitlease.model.refname import encode
+from gitlease.receipts.bindings import bindings
 
 R = "stall/1"
 
@@ -22,7 +23,9 @@ R = "stall/1"
 class Paused:
     """A CLI process started so that it stops at ``point`` until :meth:`go`."""
 
-    def __init__(self, point: str, args: list[str], cwd: Path, tmp: Path) -> None:
+    def __init__(
+        self, point: str, args: list[str], cwd: Path, tmp: Path, *, module: bool = True
+    ) -> None:
         self.dir = tmp / f"pause-{point}"
         self.dir.mkdir()
         self.point = point
@@ -33,7 +36,7 @@ class Paused:
             "GITLEASE_TESTING_PAUSE_DIR": str(self.dir),
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gitlease", *args],
+            [sys.executable, *(["-m", "gitlease"] if module else []), *args],
             cwd=cwd,
             env=env,
             text=True,
@@ -130,6 +133,77 @@ def test_a_signal_between_execs_acquire_and_its_command_starts_nothing_and_relea
     assert not ran.exists(), "the command started after the signal"
     shown = run_cli("show", R, "--json", cwd=repo).json
     assert shown["state"] != "active", f"exit {code}, yet the claim is held: {shown}"
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [
+        (["release", R, "--checkpoint", "done"], signal.SIGINT),
+        (["release", R], signal.SIGTERM),
+        (["heartbeat", R, "--ttl", "20m"], signal.SIGTERM),
+        (["heartbeat", R], signal.SIGHUP),
+        (["bundle", "release", "--checkpoint", "done"], signal.SIGINT),
+        (["bundle", "heartbeat"], signal.SIGTERM),
+    ],
+)
+def test_a_signal_while_an_owned_write_lands_is_answered_by_what_the_store_holds(
+    command: list[str], signum: int, repo: Path, tmp_path: Path
+) -> None:
+    """A heartbeat or a release that a signal met after its write landed exited 130, 143 or
+    129 (``interrupted``) while the store held the renewal or the release, and a release left
+    this worktree bound to the released claim with its token in the receipt. Now the signal
+    waits for the write and what follows it; the answer is the write's: exit 0, and true."""
+    bundle = command[0] == "bundle"
+    taken = ["bundle", "acquire", R, "stall/2"] if bundle else ["acquire", R]
+    got = run_cli(*taken, "--ttl", "10m", "--json", cwd=repo)
+    assert got.code == 0, got
+    receipt = Path(got.json["receipt"])
+    expires = (got.json["claims"][0] if bundle else got.json)["expires_at"]
+    paused = Paused("after-owned-write", command, repo, tmp_path)
+    paused.wait_paused()
+    paused.proc.send_signal(signum)
+    code, out, err = paused.go()
+    assert code == 0, (code, out, err)
+    assert "came while" in err, err  # (said, not hidden)
+    shown = run_cli("show", R, "--json", cwd=repo).json
+    if "release" in command:
+        assert shown["state"] == "released", shown
+        kept = json.loads(receipt.read_text())["token"] is not None  # (never printed)
+        assert not kept, "the released token stayed"
+        left = [b for b in bindings(repo / ".git") if not isinstance(b, Path)]
+        assert not left, f"still bound to the released claims: {left}"
+    else:
+        assert shown["state"] == "active" and shown["expires_at"] > expires, shown
+        assert run_cli("check", R, cwd=repo).code == 0
+
+
+def test_a_signal_that_meets_a_library_release_acts_once_its_bookkeeping_is_done(
+    repo: Path, tmp_path: Path
+) -> None:
+    """In a program of its own (no CLI to answer for it), Ctrl-C during ``release`` is still
+    a KeyboardInterrupt, as Python programs expect; it now comes once the release and its
+    bookkeeping are done, never between them (the worktree left bound to a released claim,
+    the token left in the receipt)."""
+    got = run_cli("acquire", R, "--json", cwd=repo)
+    assert got.code == 0, got
+    receipt = Path(got.json["receipt"])
+    program = (
+        "import gitlease\n"
+        "from gitlease.api.lease import release\n"
+        "try:\n"
+        f"    release(gitlease.open_store(), {R!r})\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+    )
+    paused = Paused("after-owned-write", ["-c", program], repo, tmp_path, module=False)
+    paused.wait_paused()
+    paused.proc.send_signal(signal.SIGINT)
+    code, out, err = paused.go()
+    assert (code, out.strip()) == (0, "KeyboardInterrupt"), (code, out, err)
+    assert run_cli("show", R, "--json", cwd=repo).json["state"] == "released"
+    kept = json.loads(receipt.read_text())["token"] is not None  # (never printed)
+    assert not kept, "the released token stayed"
+    assert not [b for b in bindings(repo / ".git") if not isinstance(b, Path)]
 
 
 def test_a_tombstone_written_between_judging_and_removing_stays(repo: Path, tmp_path) -> None:
