@@ -7,13 +7,14 @@ the answer cannot be written, it releases what it took (:func:`undo_acquire`), s
 exit but success leaves a claim behind (docs/reference/exit-codes.md).
 
 A command that writes its own claims (``heartbeat``, ``release``) answers them instead
-(:func:`answer_owned`): a signal that met the write once it could land waits for the write and
-its bookkeeping, and the answer is the write's; :func:`owned_came` says which signal came.
+(:func:`answering_owned`): a signal that meets the write once it could land waits for the
+write, its bookkeeping and the answer, which is the write's; :func:`owned_came` says which
+signal came.
 """
 
 from __future__ import annotations
 
 from ..claims.acquire import undo_acquire
-from ..claims.interrupts import answer_owned, arm, owned_came, pending
+from ..claims.interrupts import answering_owned, arm, owned_came, pending
 
-__all__ = ["answer_owned", "arm", "owned_came", "pending", "undo_acquire"]
+__all__ = ["answering_owned", "arm", "owned_came", "pending", "undo_acquire"]

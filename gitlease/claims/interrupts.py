@@ -14,10 +14,10 @@ A write of one's own claim (``heartbeat``, ``release``, their bundle forms, a ke
 ``exec``'s renewal) is held the same way, from just before its compare-and-swap until what
 follows it is done (the bindings and the token of a release, the keepers told): :func:`hold`,
 then :func:`unhold`. A signal that came meanwhile then acts, after that bookkeeping rather than
-half way through it; one the command *answers* (:func:`answer_owned`: the CLI's) is noted
-instead (:func:`owned_came`), since the write it met has landed and its answer, exit 0, is
-true. A signal before the write acts at once, as ever; so does one that met a
-compare-and-swap that failed (nothing was written).
+half way through it; one the command *answers* (:func:`answering_owned`: the CLI's) is held
+until the answer is written and then only noted (:func:`owned_came`), since the write it met
+has landed and its answer, exit 0, is true. A signal before the write acts at once, as ever;
+so does one that met a compare-and-swap that failed (nothing was written).
 
 Recording handlers are Python-level: a process the command starts (a keepalive) gets the
 default dispositions back at ``exec``, so nothing here leaks into it. Main thread only.
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -90,17 +92,27 @@ def pending() -> int | None:
     return _caught
 
 
-def answer_owned() -> None:
-    """This command answers an owned write that a signal met once it landed (the CLI's
-    ``heartbeat``, ``release`` and their bundle forms): the exit is the write's, and the
-    signal is only noted (:func:`owned_came`), for the command to say so."""
+@contextmanager
+def answering_owned() -> Iterator[None]:
+    """For the block, this command answers an owned write that a signal met once it could
+    land (the CLI's ``heartbeat``, ``release`` and their bundle forms): the hold then lasts
+    until the block ends, the answer written, and the signal is only noted
+    (:func:`owned_came`), for the command to say so; the exit is the write's."""
     global _answers_owned, _owned_came
-    _answers_owned = True
-    _owned_came = None
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (no hold there: a resident server's calls, each in a thread of its own)
+        return
+    _answers_owned, _owned_came = True, None
+    try:
+        yield
+    finally:
+        _answers_owned = False
+        _owned_came = _let_go()
 
 
 def owned_came() -> int | None:
-    """The signal that met an owned write this command answered (None: none did)."""
+    """The signal that met the owned write the last :func:`answering_owned` block answered
+    (None: none did)."""
     return _owned_came
 
 
@@ -125,20 +137,24 @@ def hold() -> None:
 def unhold(*, written: bool = True) -> None:
     """The owned write and what follows it are done: the handlers :func:`hold` replaced come
     back, and a signal it recorded acts now, as it would have (KeyboardInterrupt, the end of
-    the process, a handler of the caller's such as ``exec``'s forwarding). Unless the command
-    answers it (:func:`answer_owned`) and ``written`` (the write landed, or failed with an
-    answer of its own): then it is noted. ``written=False``: nothing was written (the
-    compare-and-swap refused), so the signal acts whoever answers."""
-    global _held, _held_caught, _owned_came
-    if _held is None:
+    the process, a handler of the caller's such as ``exec``'s forwarding). Inside
+    :func:`answering_owned`, when ``written`` (the write landed, or failed with an answer of
+    its own), the hold lasts until the answer is written instead. ``written=False``: nothing
+    was written (the compare-and-swap refused), so a signal acts now whoever answers."""
+    if _held is None or (written and _answers_owned):
         return
+    caught = _let_go()
+    if caught is not None:
+        signal.raise_signal(caught)
+
+
+def _let_go() -> int | None:
+    """End the hold: the old handlers back; the signal it recorded, if any (not acted on)."""
+    global _held, _held_caught
+    if _held is None:
+        return None
     handlers, caught = _held, _held_caught
     _held, _held_caught = None, None
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
-    if caught is None:
-        return
-    if written and _answers_owned:
-        _owned_came = caught
-        return
-    signal.raise_signal(caught)
+    return caught

@@ -8,7 +8,7 @@ import functools
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import import_module
 from typing import Any, ClassVar
 
@@ -173,20 +173,16 @@ def emit(opts: Options, doc: Any, text: str | None) -> None:
         raise OutputFailed(exc) from None
 
 
-def answer_owned() -> None:
-    """For ``heartbeat`` and ``release`` (and their bundle forms): a SIGINT, SIGTERM or
-    SIGHUP that meets the write once it may land waits for it and its bookkeeping, and the
-    answer is the write's, exit 0 (:func:`owned_signal_note` then says so). See
-    docs/reference/exit-codes.md."""
+@contextlib.contextmanager
+def answering_owned(what: str) -> Iterator[None]:
+    """Around ``heartbeat``'s and ``release``'s work and answer (and their bundle forms): a
+    SIGINT, SIGTERM or SIGHUP that meets the write once it may land waits for the write, its
+    bookkeeping and the answer, which is the write's (exit 0); stderr then names the signal.
+    See docs/reference/exit-codes.md."""
     from ..api import answering
 
-    answering.answer_owned()
-
-
-def owned_signal_note(what: str) -> None:
-    """After the answer of an owned write: the signal that met it, on stderr."""
-    from ..api import answering
-
+    with answering.answering_owned():
+        yield
     signum = answering.owned_came()
     if signum is None:
         return

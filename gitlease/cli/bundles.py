@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -9,13 +10,12 @@ import click
 
 from .app import (
     Options,
-    answer_owned,
+    answering_owned,
     cli,
     command,
     emit,
     emit_taken,
     open_store,
-    owned_signal_note,
     shared_options,
 )
 from .arguments import acquire_options
@@ -139,22 +139,21 @@ def _bundle_command(name: str, doc: str, option: tuple[str, str] | None) -> None
     def run(opts: Options, bundle_id: str | None, receipt: str | None, **kw: str | None) -> None:
         from ..api import bundle as B
 
-        if name in ("heartbeat", "release"):
-            answer_owned()  # a signal that meets the write: the answer is the write's
-        store = open_store(opts)
-        if name == "show":
-            bid, claims = B.show(store, bundle_id, receipt=receipt)
-        else:
-            result = getattr(B, name)(store, bundle_id, receipt=receipt, **kw)
-            bid, claims = result.bundle_id, result.claims
-        doc = {"bundle_id": bid, "claims": [c.to_dict() for c in claims]}
-        verb = {"show": "members of", "check": "held:", "heartbeat": "renewed",
-                "release": "released"}[name]  # fmt: skip
-        text = _text(verb, bid, claims)
-        if name == "release":
-            text += _never_written(claims, result.receipt)
-        emit(opts, doc, text)
-        owned_signal_note(f"bundle {name}")
+        writes = name in ("heartbeat", "release")  # (a signal that meets the write: its answer)
+        with answering_owned(f"bundle {name}") if writes else contextlib.nullcontext():
+            store = open_store(opts)
+            if name == "show":
+                bid, claims = B.show(store, bundle_id, receipt=receipt)
+            else:
+                result = getattr(B, name)(store, bundle_id, receipt=receipt, **kw)
+                bid, claims = result.bundle_id, result.claims
+            doc = {"bundle_id": bid, "claims": [c.to_dict() for c in claims]}
+            verb = {"show": "members of", "check": "held:", "heartbeat": "renewed",
+                    "release": "released"}[name]  # fmt: skip
+            text = _text(verb, bid, claims)
+            if name == "release":
+                text += _never_written(claims, result.receipt)
+            emit(opts, doc, text)
 
     run.__doc__ = doc
     run.__name__ = f"bundle_{name}"

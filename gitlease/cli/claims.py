@@ -16,13 +16,12 @@ from . import output
 from .app import (
     Options,
     OutputFailed,
-    answer_owned,
+    answering_owned,
     cli,
     command,
     emit,
     emit_taken,
     open_store,
-    owned_signal_note,
 )
 from .arguments import acquire_options, key_option, read_items, resolve_resource
 from .hooks import commit_check_warning, stale_binding_warnings
@@ -206,13 +205,12 @@ def _owned(name: str, help_text: str, verb: str, option: tuple[str, str]) -> Non
     ) -> None:
         from ..api import lease
 
-        if name != "check":
-            answer_owned()  # a signal that meets the write: the answer is the write's
         act = getattr(lease, name)
-        claim = act(open_store(opts), resolve_resource(resource, key_), receipt=receipt, **kw)
-        doc = claim.to_dict()
-        emit(opts, doc, f"{verb} {claim.describe()}" + _mode_note(doc))
-        owned_signal_note(name)
+        # (a signal that meets the write: the answer is the write's)
+        with answering_owned(name) if name != "check" else contextlib.nullcontext():
+            claim = act(open_store(opts), resolve_resource(resource, key_), receipt=receipt, **kw)
+            doc = claim.to_dict()
+            emit(opts, doc, f"{verb} {claim.describe()}" + _mode_note(doc))
 
     run.__doc__ = help_text
     run.__name__ = name
