@@ -17,7 +17,10 @@ then :func:`unhold`. A signal that came meanwhile then acts, after that bookkeep
 half way through it; one the command *answers* (:func:`answering_owned`: the CLI's) is held
 until the answer is written and then only noted (:func:`owned_came`), since the write it met
 has landed and its answer, exit 0, is true. A signal before the write acts at once, as ever;
-so does one that met a compare-and-swap that failed (nothing was written).
+so does one that met a compare-and-swap that failed (nothing was written), and a second one
+(a push to a server that does not answer can take the network timeout: whoever sends it
+again will not wait). Only the default dispositions are held, and only in the main thread: a
+handler of the program's own (``exec``'s, forwarding to its command) stops nothing.
 
 Recording handlers are Python-level: a process the command starts (a keepalive) gets the
 default dispositions back at ``exec``, so nothing here leaks into it. Main thread only.
@@ -25,6 +28,8 @@ default dispositions back at ``exec``, so nothing here leaks into it. Main threa
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -33,6 +38,7 @@ from types import FrameType
 from typing import Any
 
 from .._util.signals import ENDING
+from ..errors import AmbiguousError
 
 #: SIGHUP too: a closed terminal is the usual sender, and its default ends the process.
 _SIGNALS = ENDING
@@ -78,7 +84,7 @@ def begin() -> None:
 def cancel() -> None:
     """Nothing was written after all: the old handlers again, and a recorded signal now."""
     global _saved, _caught
-    if _saved is None:
+    if _saved is None or threading.current_thread() is not threading.main_thread():
         return
     for signum, handler in _saved.items():
         signal.signal(signum, handler)
@@ -97,7 +103,9 @@ def answering_owned() -> Iterator[None]:
     """For the block, this command answers an owned write that a signal met once it could
     land (the CLI's ``heartbeat``, ``release`` and their bundle forms): the hold then lasts
     until the block ends, the answer written, and the signal is only noted
-    (:func:`owned_came`), for the command to say so; the exit is the write's."""
+    (:func:`owned_came`), for the command to say so; the exit is the write's. The first signal
+    says on stderr that the write is being finished; a second one stops the command at once,
+    and a SIGINT that does so is AMBIGUOUS (the write may or may not have landed)."""
     global _answers_owned, _owned_came
     if threading.current_thread() is not threading.main_thread():
         yield  # (no hold there: a resident server's calls, each in a thread of its own)
@@ -105,6 +113,13 @@ def answering_owned() -> Iterator[None]:
     _answers_owned, _owned_came = True, None
     try:
         yield
+    except KeyboardInterrupt:
+        if not _forced:
+            raise
+        raise AmbiguousError(
+            "stopped by a second signal while the write was being made: it may or may not "
+            "have landed; `gitlease show` says which"
+        ) from None
     finally:
         _answers_owned = False
         _owned_came = _let_go()
@@ -116,42 +131,73 @@ def owned_came() -> int | None:
     return _owned_came
 
 
+def raised_after_write() -> bool:
+    """Whether the last :func:`unhold` acted on a signal that met a write which landed (its
+    KeyboardInterrupt comes once the write and its bookkeeping are done)."""
+    return _after_write
+
+
+#: What a hold takes over: the dispositions that would stop a write half way. A handler of
+#: the program's own (``exec``'s forwarding to its command, the acquire window's recording)
+#: stops nothing, and is the program's to keep.
+_DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
+_forced = False
+_after_write = False
+
+
 def _record_held(signum: int, _frame: FrameType | None) -> None:
-    global _held_caught
+    """The first signal is recorded (and, for a command that answers, said); a second one
+    acts at once, as if there were no hold: whoever sends it again will not wait."""
+    global _held_caught, _forced
     if _held_caught is None:
         _held_caught = signum
+        if _answers_owned:
+            with contextlib.suppress(OSError):  # (a signal handler: straight to the fd)
+                os.write(2, f"gitlease: {signal.Signals(signum).name}: finishing the write "
+                         "first (send it again to stop at once)\n".encode())  # fmt: skip
+        return
+    _forced = True
+    _let_go()
+    signal.raise_signal(signum)
 
 
 def hold() -> None:
     """An owned write may land from now on: SIGINT, SIGTERM and SIGHUP are recorded until
-    :func:`unhold` (main thread only; an ignored signal stays ignored)."""
-    global _held
+    :func:`unhold`, where their disposition would stop the write (main thread only: Python
+    runs signal handlers there; an ignored signal stays ignored, a handler of the program's
+    own is left in place)."""
+    global _held, _forced, _after_write
     if _held is not None or threading.current_thread() is not threading.main_thread():
         return
+    _forced = _after_write = False
     _held = {}
     for signum in _SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        if signal.getsignal(signum) in _DEFAULTS:
             _held[signum] = signal.signal(signum, _record_held)
 
 
 def unhold(*, written: bool = True) -> None:
     """The owned write and what follows it are done: the handlers :func:`hold` replaced come
-    back, and a signal it recorded acts now, as it would have (KeyboardInterrupt, the end of
-    the process, a handler of the caller's such as ``exec``'s forwarding). Inside
-    :func:`answering_owned`, when ``written`` (the write landed, or failed with an answer of
-    its own), the hold lasts until the answer is written instead. ``written=False``: nothing
-    was written (the compare-and-swap refused), so a signal acts now whoever answers."""
-    if _held is None or (written and _answers_owned):
+    back, and a signal it recorded acts now, as it would have (a KeyboardInterrupt, the end
+    of the process). Inside :func:`answering_owned`, when ``written`` (the write landed, or
+    failed with an answer of its own), the hold lasts until the answer is written instead.
+    ``written=False``: nothing was written (the compare-and-swap refused), so a signal acts
+    now whoever answers. Only the main thread's hold, from the main thread."""
+    global _after_write
+    if _held is None or threading.current_thread() is not threading.main_thread():
+        return
+    if written and _answers_owned:
         return
     caught = _let_go()
     if caught is not None:
+        _after_write = written
         signal.raise_signal(caught)
 
 
 def _let_go() -> int | None:
     """End the hold: the old handlers back; the signal it recorded, if any (not acted on)."""
     global _held, _held_caught
-    if _held is None:
+    if _held is None or threading.current_thread() is not threading.main_thread():
         return None
     handlers, caught = _held, _held_caught
     _held, _held_caught = None, None

@@ -61,3 +61,70 @@ def test_an_ignored_signal_stays_ignored() -> None:
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_a_write_off_the_main_thread_leaves_the_main_threads_hold_alone() -> None:
+    """A worker thread's heartbeat that ended while the main thread's write was held ended
+    that hold from the worker: ``signal.signal`` refused there (the worker's landed write
+    raised ValueError) and the main thread kept the recording handlers for good, so a later
+    Ctrl-C did nothing (review of the hold, finding 1)."""
+    import threading
+
+    before = signal.getsignal(signal.SIGINT)
+    interrupts.hold()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            interrupts.hold()  # (nothing off the main thread)
+            interrupts.unhold()
+            interrupts.unhold(written=False)
+        except BaseException as exc:  # (reported below)
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert signal.getsignal(signal.SIGINT) is not before, "the worker ended the main hold"
+    interrupts.unhold()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_handler_of_the_programs_own_is_left_in_place() -> None:
+    """``exec`` forwards a signal to its command from a handler of its own; a renewal's hold
+    took it over, so a SIGTERM reached the command only once the renewal was done (seconds,
+    over a remote that did not answer: review finding 3). A handler that stops nothing is
+    not held."""
+    came: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, _frame: came.append(signum))
+    try:
+        interrupts.hold()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert came == [signal.SIGTERM], "the program's own handler was held"
+        interrupts.unhold()
+        assert came == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_second_signal_acts_at_once() -> None:
+    """Over a remote that does not answer, the hold can last a network timeout: whoever sends
+    the signal again does not wait (review finding 2)."""
+    before = signal.getsignal(signal.SIGINT)
+    interrupts.hold()
+    _sigint()  # (recorded)
+    with pytest.raises(KeyboardInterrupt):
+        _sigint()
+    assert signal.getsignal(signal.SIGINT) is before
+    interrupts.unhold()  # (nothing left to end)
+
+
+def test_a_command_stopped_by_a_second_signal_is_ambiguous() -> None:
+    from gitlease.errors import AmbiguousError
+
+    with pytest.raises(AmbiguousError, match="may or may not"), interrupts.answering_owned():
+        interrupts.hold()
+        _sigint()
+        _sigint()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -206,6 +206,119 @@ def test_a_signal_that_meets_a_library_release_acts_once_its_bookkeeping_is_done
     assert not [b for b in bindings(repo / ".git") if not isinstance(b, Path)]
 
 
+def test_a_signal_that_meets_an_acquires_undo_after_it_landed_is_no_ambiguity(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A library acquire that failed after its write (here a Ctrl-C while binding) releases
+    the claim again; a second Ctrl-C that met that release once it landed was reported as
+    AMBIGUOUS, "stays active until it expires", while the store said released (review of the
+    hold, finding 4). Now the KeyboardInterrupt comes through, and nothing is held."""
+    program = (
+        "import gitlease\n"
+        "from gitlease.api import lease\n"
+        "from gitlease.claims import bookkeeping\n"
+        "def binding(*a, **k):\n"
+        "    raise KeyboardInterrupt('the first Ctrl-C, while binding')\n"
+        "bookkeeping.bind_all = binding\n"
+        "try:\n"
+        f"    lease.acquire(gitlease.open_store(), {R!r})\n"
+        "except BaseException as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    paused = Paused("after-owned-write", ["-c", program], repo, tmp_path, module=False)
+    paused.wait_paused()
+    paused.proc.send_signal(signal.SIGINT)
+    code, out, err = paused.go()
+    assert (code, out.strip()) == (0, "KeyboardInterrupt"), (code, out, err)
+    assert run_cli("show", R, "--json", cwd=repo).json["state"] == "released"
+
+
+class _Stderr:
+    """A process's stderr, read by a thread as it comes, so that a test can wait for a line
+    and a process that never says it fails the test instead of hanging it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        import queue
+        import threading
+
+        assert proc.stderr is not None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self.said: list[str] = []
+        stream = proc.stderr
+
+        def read() -> None:
+            for line in iter(stream.readline, ""):
+                self._lines.put(line)
+            self._lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def until(self, text: str) -> None:
+        import queue
+
+        while not any(text in line for line in self.said):
+            try:
+                line = self._lines.get(timeout=120)  # a failure bound only, never a margin
+            except queue.Empty:
+                pytest.fail(f"never said {text!r}: {self.said}")
+            if line is None:
+                pytest.fail(f"ended without saying {text!r}: {self.said}")
+            self.said.append(line)
+
+    def rest(self) -> str:
+        """Everything it said, once it has ended."""
+        while (line := self._lines.get(timeout=120)) is not None:
+            self.said.append(line)
+        return "".join(self.said)
+
+
+def test_a_second_signal_stops_a_heartbeat_whose_push_hangs_as_ambiguous(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Through a remote that does not answer, the hold over a heartbeat's write lasted up to
+    the network timeout, however many times Ctrl-C came (review of the hold, finding 2). The
+    first signal now says the write is being finished; a second stops the command at once,
+    AMBIGUOUS: the push may or may not have landed."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
+           "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
+    assert run_cli("acquire", R, "--ttl", "10m", cwd=repo, env=env).code == 0
+    hang, inside = tmp_path / "hang", tmp_path / "inside"
+    hang.write_text("")
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
+    hook.chmod(0o755)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", "heartbeat", R],
+        cwd=repo,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a failure bound only, never a margin
+        while not inside.exists():  # the push is at the server: the write is in flight
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the push never reached the server"
+            time.sleep(0.01)
+        stderr = _Stderr(proc)
+        proc.send_signal(signal.SIGINT)
+        stderr.until("finishing the write first")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        err = stderr.rest()
+        out = proc.stdout.read() if proc.stdout else ""
+    finally:
+        hang.unlink()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 5, (proc.returncode, out, err)
+    assert "second signal" in err and "may or may not" in err, err
+
+
 def test_a_tombstone_written_between_judging_and_removing_stays(repo: Path, tmp_path) -> None:
     """The pass judges every old tombstone and writes their floors before it removes any:
     a claim taken in between (the stall) keeps its ref, its record and its revision."""
