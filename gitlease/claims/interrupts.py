@@ -106,11 +106,11 @@ def answering_owned() -> Iterator[None]:
     (:func:`owned_came`), for the command to say so; the exit is the write's. The first signal
     says on stderr that the write is being finished; a second one stops the command at once,
     and a SIGINT that does so is AMBIGUOUS (the write may or may not have landed)."""
-    global _answers_owned, _owned_came
+    global _answers_owned, _owned_came, _forced
     if threading.current_thread() is not threading.main_thread():
         yield  # (no hold there: a resident server's calls, each in a thread of its own)
         return
-    _answers_owned, _owned_came = True, None
+    _answers_owned, _owned_came, _forced = True, None, False
     try:
         yield
     except KeyboardInterrupt:
