@@ -177,6 +177,18 @@ def test_a_signal_while_an_owned_write_lands_is_answered_by_what_the_store_holds
         assert run_cli("check", R, cwd=repo).code == 0
 
 
+def _interrupted_after_the_release(program: str, repo: Path, tmp_path: Path) -> None:
+    """Run ``program`` (Python that releases R, or undoes an acquire of it, and prints the
+    name of what it caught) stopped right after its release's write, Ctrl-C it there: it
+    must catch a KeyboardInterrupt, and R be released."""
+    paused = Paused("after-owned-write", ["-c", program], repo, tmp_path, module=False)
+    paused.wait_paused()
+    paused.proc.send_signal(signal.SIGINT)
+    code, out, err = paused.go()
+    assert (code, out.strip()) == (0, "KeyboardInterrupt"), (code, out, err)
+    assert run_cli("show", R, "--json", cwd=repo).json["state"] == "released"
+
+
 def test_a_signal_that_meets_a_library_release_acts_once_its_bookkeeping_is_done(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -195,12 +207,7 @@ def test_a_signal_that_meets_a_library_release_acts_once_its_bookkeeping_is_done
         "except KeyboardInterrupt:\n"
         "    print('KeyboardInterrupt')\n"
     )
-    paused = Paused("after-owned-write", ["-c", program], repo, tmp_path, module=False)
-    paused.wait_paused()
-    paused.proc.send_signal(signal.SIGINT)
-    code, out, err = paused.go()
-    assert (code, out.strip()) == (0, "KeyboardInterrupt"), (code, out, err)
-    assert run_cli("show", R, "--json", cwd=repo).json["state"] == "released"
+    _interrupted_after_the_release(program, repo, tmp_path)
     kept = json.loads(receipt.read_text())["token"] is not None  # (never printed)
     assert not kept, "the released token stayed"
     assert not [b for b in bindings(repo / ".git") if not isinstance(b, Path)]
@@ -225,12 +232,7 @@ def test_a_signal_that_meets_an_acquires_undo_after_it_landed_is_no_ambiguity(
         "except BaseException as exc:\n"
         "    print(type(exc).__name__)\n"
     )
-    paused = Paused("after-owned-write", ["-c", program], repo, tmp_path, module=False)
-    paused.wait_paused()
-    paused.proc.send_signal(signal.SIGINT)
-    code, out, err = paused.go()
-    assert (code, out.strip()) == (0, "KeyboardInterrupt"), (code, out, err)
-    assert run_cli("show", R, "--json", cwd=repo).json["state"] == "released"
+    _interrupted_after_the_release(program, repo, tmp_path)
 
 
 class _Stderr:
