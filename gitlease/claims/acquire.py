@@ -358,26 +358,15 @@ def _commit_acquire(
 
     window.begin()  # a signal from now on is answered by undoing the write (or AMBIGUOUS)
     # (a failure whose outcome cannot be read keeps the receipt, to settle it with `show`)
-    try:
-        written = write_signed(
-            store,
-            list(zip(snaps, records, strict=True)),
-            message,
-            now,
-            durable=True,
-            settle=settle,
-            riders=riders,
-        )
-    except KeyboardInterrupt as exc:
-        if not window.forced() or store.outcome_readable(exc):
-            raise  # (read back by the settle: nothing landed, so 130 is the truth)
-        raise AmbiguousError(
-            f"the acquire was stopped by a second signal while its write was being made: it "
-            f"may or may not have landed; compare receipt {rec.path} with `gitlease "
-            f"{'bundle ' if first.bundle_id else ''}show`. A claim that landed expires by "
-            "its TTL"
-        ) from None
-    window.written()
+    written = write_signed(
+        store,
+        list(zip(snaps, records, strict=True)),
+        message,
+        now,
+        durable=True,
+        settle=settle,
+        riders=riders,
+    )
     for record, snap in zip(records, snaps, strict=True):  # after the write, never before
         highwater.raise_to(store.git_dir, snap.ref, record.revision)
     _testing.pause("after-write")  # (tests: a signal delivered right after the write)

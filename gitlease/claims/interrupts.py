@@ -45,9 +45,6 @@ _SIGNALS = ENDING
 _armed = False
 _saved: dict[int, Any] | None = None
 _caught: int | None = None
-#: Whether the armed command's write is done, and whether a second signal stopped it at once.
-_written = False
-_forced_window = False
 #: An owned write's hold: the handlers it replaced, and the first signal it recorded.
 _held: dict[int, Any] | None = None
 _held_caught: int | None = None
@@ -60,47 +57,15 @@ def arm() -> None:
     """This command undoes a write that a signal follows (``acquire``, ``bundle acquire``,
     ``exec``). A signal an earlier command of this process recorded is forgotten: that
     command answered for it."""
-    global _armed, _caught, _written, _forced_window
+    global _armed, _caught
     _armed = True
     _caught = None
-    _written = _forced_window = False
 
 
 def _record(signum: int, _frame: FrameType | None) -> None:
-    """The first signal is recorded (and said); a second one while the write is still being
-    made acts at once: a push to a server that does not answer can take the network timeout,
-    and whoever sends it again will not wait (the acquire then answers AMBIGUOUS where the
-    write's outcome cannot be read back: :func:`forced`). Once the write is done
-    (:func:`written`), what is left is short and local, and a signal is only recorded."""
-    global _caught, _saved, _forced_window
+    global _caught
     if _caught is None:
         _caught = signum
-        _say_finishing(signum)
-        return
-    if _written or _saved is None:
-        return  # (the write is done: the command answers it, undoing it first)
-    _forced_window = True
-    saved, _saved = _saved, None
-    for each, handler in saved.items():
-        signal.signal(each, handler)
-    signal.raise_signal(signum)
-
-
-def _say_finishing(signum: int) -> None:
-    with contextlib.suppress(OSError):  # (a signal handler: straight to the fd)
-        os.write(2, f"gitlease: {signal.Signals(signum).name}: finishing the write first "
-                 "(send it again to stop at once)\n".encode())  # fmt: skip
-
-
-def written() -> None:
-    """The write is done (landed, as read back): a second signal is only recorded now."""
-    global _written
-    _written = True
-
-
-def forced() -> bool:
-    """Whether a second signal stopped this command's write window at once."""
-    return _forced_window
 
 
 def begin() -> None:
@@ -187,7 +152,9 @@ def _record_held(signum: int, _frame: FrameType | None) -> None:
     if _held_caught is None:
         _held_caught = signum
         if _answers_owned:
-            _say_finishing(signum)
+            with contextlib.suppress(OSError):  # (a signal handler: straight to the fd)
+                os.write(2, f"gitlease: {signal.Signals(signum).name}: finishing the write "
+                         "first (send it again to stop at once)\n".encode())  # fmt: skip
         return
     _forced = True
     _let_go()

@@ -128,26 +128,3 @@ def test_a_command_stopped_by_a_second_signal_is_ambiguous() -> None:
         _sigint()
         _sigint()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-
-
-def test_an_acquires_window_acts_on_a_second_signal_until_its_write_is_done() -> None:
-    """The acquire's own window (``arm``, ``begin``) recorded every signal until the answer, so
-    a push that hung held Ctrl-C for the network timeout; a second signal now acts at once
-    while the write is being made (and the acquire answers AMBIGUOUS where it cannot read the
-    outcome back), and is only recorded once the write is done."""
-    interrupts.arm()
-    interrupts.begin()
-    _sigint()
-    with pytest.raises(KeyboardInterrupt):
-        _sigint()
-    assert interrupts.forced()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    interrupts.arm()  # (the next command)
-    interrupts.begin()
-    interrupts.written()
-    _sigint()
-    _sigint()  # (recorded: the command undoes its write, then answers)
-    assert interrupts.pending() == signal.SIGINT and not interrupts.forced()
-    with pytest.raises(KeyboardInterrupt):
-        interrupts.cancel()  # (the handlers back, and the signal acts)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
