@@ -48,5 +48,5 @@ def after() -> Iterator[None]:
     finally:
         for saved_signum, handler in saved.items():
             signal.signal(saved_signum, handler)
-        for caught_signum in dict.fromkeys(caught):
+        for caught_signum in caught:  # (each, in order: a second Ctrl-C counts as one)
             signal.raise_signal(caught_signum)

@@ -105,7 +105,7 @@ def answering_owned() -> Iterator[None]:
     until the block ends, the answer written, and the signal is only noted
     (:func:`owned_came`), for the command to say so; the exit is the write's. The first signal
     says on stderr that the write is being finished; a second one stops the command at once,
-    and a SIGINT that does so is AMBIGUOUS (the write may or may not have landed)."""
+    AMBIGUOUS (the write may or may not have landed)."""
     global _answers_owned, _owned_came, _forced
     if threading.current_thread() is not threading.main_thread():
         yield  # (no hold there: a resident server's calls, each in a thread of its own)
@@ -113,7 +113,7 @@ def answering_owned() -> Iterator[None]:
     _answers_owned, _owned_came, _forced = True, None, False
     try:
         yield
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         if not _forced:
             raise
         raise AmbiguousError(
@@ -147,7 +147,10 @@ _after_write = False
 
 def _record_held(signum: int, _frame: FrameType | None) -> None:
     """The first signal is recorded (and, for a command that answers, said); a second one
-    acts at once, as if there were no hold: whoever sends it again will not wait."""
+    acts at once, as if there were no hold: whoever sends it again will not wait. It acts as
+    an exception (KeyboardInterrupt for SIGINT, ``SystemExit(128+N)`` for the others, as
+    their default would end the process), so that the write's code still runs its
+    ``finally`` blocks and a command that answers can say AMBIGUOUS."""
     global _held_caught, _forced
     if _held_caught is None:
         _held_caught = signum
@@ -158,7 +161,10 @@ def _record_held(signum: int, _frame: FrameType | None) -> None:
         return
     _forced = True
     _let_go()
-    signal.raise_signal(signum)
+    # (an exception rather than the default: the write's own code then ends, guards and all)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
 
 
 def hold() -> None:

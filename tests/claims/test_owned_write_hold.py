@@ -128,3 +128,22 @@ def test_a_command_stopped_by_a_second_signal_is_ambiguous() -> None:
         _sigint()
         _sigint()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_sigterm_ends_the_write_as_an_exit_not_a_kill() -> None:
+    """A second SIGTERM killed the process where it stood (its default), the outcome unsaid:
+    it now ends it as ``SystemExit(143)``, so the write's own code still runs its ``finally``
+    blocks, and a command that answers says AMBIGUOUS (review, second round)."""
+    from gitlease.errors import AmbiguousError
+
+    interrupts.hold()
+    os.kill(os.getpid(), signal.SIGTERM)
+    with pytest.raises(SystemExit) as ended:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert ended.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with pytest.raises(AmbiguousError), interrupts.answering_owned():
+        interrupts.hold()
+        os.kill(os.getpid(), signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL

@@ -274,25 +274,32 @@ class _Stderr:
         return "".join(self.said)
 
 
-def test_a_second_signal_stops_a_heartbeat_whose_push_hangs_as_ambiguous(
-    repo: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [(["heartbeat", R], signal.SIGINT), (["release", R], signal.SIGTERM),
+     (["bundle", "heartbeat"], signal.SIGHUP)],
+)  # fmt: skip
+def test_a_second_signal_stops_an_owned_write_whose_push_hangs_as_ambiguous(
+    command: list[str], signum: int, repo: Path, tmp_path: Path
 ) -> None:
-    """Through a remote that does not answer, the hold over a heartbeat's write lasted up to
-    the network timeout, however many times Ctrl-C came (review of the hold, finding 2). The
-    first signal now says the write is being finished; a second stops the command at once,
-    AMBIGUOUS: the push may or may not have landed."""
+    """Through a remote that does not answer, the hold over a heartbeat's or a release's write
+    lasted up to the network timeout, however many times the signal came (review of the hold,
+    finding 2). The first signal now says the write is being finished; a second stops the
+    command at once, AMBIGUOUS: the push may or may not have landed (a second SIGTERM or
+    SIGHUP too, where the default would have killed it with the outcome unsaid)."""
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
            "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
-    assert run_cli("acquire", R, "--ttl", "10m", cwd=repo, env=env).code == 0
+    taken = ["bundle", "acquire", R, "stall/2"] if command[0] == "bundle" else ["acquire", R]
+    assert run_cli(*taken, "--ttl", "10m", cwd=repo, env=env).code == 0
     hang, inside = tmp_path / "hang", tmp_path / "inside"
     hang.write_text("")
     hook = remote / "hooks" / "pre-receive"
     hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
     hook.chmod(0o755)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gitlease", "heartbeat", R],
+        [sys.executable, "-m", "gitlease", *command],
         cwd=repo,
         env=env,
         text=True,
@@ -306,9 +313,9 @@ def test_a_second_signal_stops_a_heartbeat_whose_push_hangs_as_ambiguous(
             assert time.monotonic() < deadline, "the push never reached the server"
             time.sleep(0.01)
         stderr = _Stderr(proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         stderr.until("finishing the write first")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         proc.wait(timeout=120)
         err = stderr.rest()
         out = proc.stdout.read() if proc.stdout else ""

@@ -1,0 +1,27 @@
+"""Signals held off while git writes (gitlease/_util/signals.py): each one that came is
+delivered afterwards, in order, to the handler in place (docs/reference/exit-codes.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from gitlease._util import signals
+
+
+def test_every_signal_held_off_is_delivered_afterwards_in_order() -> None:
+    """Two Ctrl-C during a slow ``git update-ref`` counted as one (they were merged), so the
+    hold of an owned write never saw the second, which is to stop the command at once."""
+    came: list[int] = []
+    both = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, lambda n, _f: came.append(n)) for s in both}
+    try:
+        with signals.after():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+            assert came == [], "delivered while git still wrote"
+        assert came == [signal.SIGINT, signal.SIGTERM, signal.SIGINT]
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
