@@ -48,5 +48,14 @@ def after() -> Iterator[None]:
     finally:
         for saved_signum, handler in saved.items():
             signal.signal(saved_signum, handler)
-        for caught_signum in caught:  # (each, in order: a second Ctrl-C counts as one)
-            signal.raise_signal(caught_signum)
+        _deliver(caught)  # (each, in order: two Ctrl-C are two, never merged into one)
+
+
+def _deliver(caught: list[int]) -> None:
+    """Raise each signal in turn, the next even when the handler of one raised (a SIGTERM
+    after a SIGINT whose KeyboardInterrupt a program catches must still end it)."""
+    if caught:
+        try:
+            signal.raise_signal(caught[0])
+        finally:
+            _deliver(caught[1:])

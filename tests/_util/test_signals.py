@@ -25,3 +25,30 @@ def test_every_signal_held_off_is_delivered_afterwards_in_order() -> None:
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
+
+
+def test_a_signal_after_one_whose_handler_raised_is_still_delivered() -> None:
+    """INT, INT, TERM during ``git update-ref``: the second INT raised out of the delivery
+    (the hold of an owned write stops at once), and the TERM was never delivered: a program
+    that caught the KeyboardInterrupt and went on survived a SIGTERM (third review)."""
+    came: list[int] = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        came.append(signum)
+        raise KeyboardInterrupt
+
+    before = {
+        signal.SIGINT: signal.signal(signal.SIGINT, interrupt),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda n, _f: came.append(n)),
+    }
+    try:
+        try:
+            with signals.after():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt:
+            pass
+        assert came == [signal.SIGINT, signal.SIGTERM]
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
