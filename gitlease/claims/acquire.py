@@ -118,7 +118,7 @@ def undo_acquire(store: Store, rec: Receipt, cause: BaseException) -> None:
     try:
         release_claims(store, rec, list(rec.claims), None)
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt) and window.raised_after_write():
+        if window.raised_after_write(exc):
             raise  # (a signal that met the release once it landed: it acts, nothing is left)
         ids = ", ".join(f"{c.claim_id} on {c.resource}" for c in rec.claims)
         raise AmbiguousError(

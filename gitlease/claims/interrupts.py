@@ -131,10 +131,10 @@ def owned_came() -> int | None:
     return _owned_came
 
 
-def raised_after_write() -> bool:
-    """Whether the last :func:`unhold` acted on a signal that met a write which landed (its
-    KeyboardInterrupt comes once the write and its bookkeeping are done)."""
-    return _after_write
+def raised_after_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is what :func:`unhold` raised for a signal that met a write which
+    landed (its KeyboardInterrupt comes once the write and its bookkeeping are done)."""
+    return exc is _raised_after_write
 
 
 #: What a hold takes over: the dispositions that would stop a write half way. A handler of
@@ -142,7 +142,8 @@ def raised_after_write() -> bool:
 #: stops nothing, and is the program's to keep.
 _DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
 _forced = False
-_after_write = False
+#: The exception the last unhold raised for a signal that met a landed write.
+_raised_after_write: BaseException | None = None
 
 
 def _record_held(signum: int, _frame: FrameType | None) -> None:
@@ -172,10 +173,10 @@ def hold() -> None:
     :func:`unhold`, where their disposition would stop the write (main thread only: Python
     runs signal handlers there; an ignored signal stays ignored, a handler of the program's
     own is left in place)."""
-    global _held, _forced, _after_write
+    global _held, _forced
     if _held is not None or threading.current_thread() is not threading.main_thread():
         return
-    _forced = _after_write = False
+    _forced = False
     _held = {}
     for signum in _SIGNALS:
         if signal.getsignal(signum) in _DEFAULTS:
@@ -189,15 +190,19 @@ def unhold(*, written: bool = True) -> None:
     failed with an answer of its own), the hold lasts until the answer is written instead.
     ``written=False``: nothing was written (the compare-and-swap refused), so a signal acts
     now whoever answers. Only the main thread's hold, from the main thread."""
-    global _after_write
+    global _raised_after_write
     if _held is None or threading.current_thread() is not threading.main_thread():
         return
     if written and _answers_owned:
         return
     caught = _let_go()
-    if caught is not None:
-        _after_write = written
+    if caught is None:
+        return
+    try:
         signal.raise_signal(caught)
+    except BaseException as exc:
+        _raised_after_write = exc if written else None
+        raise
 
 
 def _let_go() -> int | None:
