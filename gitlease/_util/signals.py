@@ -11,13 +11,34 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 #: The signals a person or a supervisor ends a command with.
 ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def replace(
+    handler: Callable[[int, FrameType | None], Any],
+    signums: Iterable[int] = ENDING,
+    *,
+    only: Callable[[Any], bool] | None = None,
+) -> dict[int, Any]:
+    """Put ``handler`` in place for each of ``signums`` (for those whose current handler
+    ``only`` accepts, when given); the handlers it replaced, for :func:`restore`."""
+    saved: dict[int, Any] = {}
+    for signum in signums:
+        if only is None or only(signal.getsignal(signum)):
+            saved[signum] = signal.signal(signum, handler)
+    return saved
+
+
+def restore(saved: Mapping[int, Any]) -> None:
+    """Put back the handlers :func:`replace` replaced."""
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
 
 
 @contextmanager
@@ -39,15 +60,11 @@ def after() -> Iterator[None]:
     def record(signum: int, _frame: FrameType | None) -> None:
         caught.append(signum)
 
-    saved: dict[int, Any] = {}
-    for signum in ENDING:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            saved[signum] = signal.signal(signum, record)
+    saved = replace(record, only=lambda current: current is not signal.SIG_IGN)
     try:
         yield
     finally:
-        for saved_signum, handler in saved.items():
-            signal.signal(saved_signum, handler)
+        restore(saved)
         _deliver(caught)  # (each, in order: two Ctrl-C are two, never merged into one)
 
 

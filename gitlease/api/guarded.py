@@ -197,11 +197,10 @@ def _supervise(
     # from another thread forwards nothing, and its own handlers stay as they are)
     main = threading.current_thread() is threading.main_thread()
     ending = signals.ENDING if main else ()
-    previous = {s: signal.signal(s, forward) for s in ending}
+    previous = signals.replace(forward, ending)
     early = interrupts.pending()
     if early is not None or came:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signals.restore(previous)
         return 128 + (early if early is not None else came[0]), claim
     try:
         child = subprocess.Popen(
@@ -212,8 +211,7 @@ def _supervise(
             preexec_fn=_die_with_parent,
         )
     except OSError as exc:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signals.restore(previous)
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     started.append(child)
     for signum in came:  # (it came while the command was being started)
@@ -248,8 +246,7 @@ def _supervise(
             except GitleaseError:
                 continue  # a passing store hiccup: the next poll decides
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signals.restore(previous)
 
 
 def _die_with_parent() -> None:

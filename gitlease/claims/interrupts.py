@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from .._util import signals
 from .._util.signals import ENDING
 from ..errors import AmbiguousError
 
@@ -78,7 +79,7 @@ def begin() -> None:
         or threading.current_thread() is not threading.main_thread()
     ):
         return
-    _saved = {s: signal.signal(s, _record) for s in _SIGNALS}
+    _saved = signals.replace(_record, _SIGNALS)
 
 
 def cancel() -> None:
@@ -86,8 +87,7 @@ def cancel() -> None:
     global _saved, _caught
     if _saved is None or threading.current_thread() is not threading.main_thread():
         return
-    for signum, handler in _saved.items():
-        signal.signal(signum, handler)
+    signals.restore(_saved)
     caught, _saved, _caught = _caught, None, None
     if caught is not None:
         signal.raise_signal(caught)
@@ -177,10 +177,7 @@ def hold() -> None:
     if _held is not None or threading.current_thread() is not threading.main_thread():
         return
     _forced = False
-    _held = {}
-    for signum in _SIGNALS:
-        if signal.getsignal(signum) in _DEFAULTS:
-            _held[signum] = signal.signal(signum, _record_held)
+    _held = signals.replace(_record_held, _SIGNALS, only=lambda current: current in _DEFAULTS)
 
 
 def unhold(*, written: bool = True) -> None:
@@ -212,6 +209,5 @@ def _let_go() -> int | None:
         return None
     handlers, caught = _held, _held_caught
     _held, _held_caught = None, None
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
+    signals.restore(handlers)
     return caught

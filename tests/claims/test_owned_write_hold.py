@@ -56,6 +56,7 @@ def test_an_ignored_signal_stays_ignored() -> None:
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         interrupts.hold()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN, "the hold took it over"
         os.kill(os.getpid(), signal.SIGHUP)
         interrupts.unhold()  # (nothing recorded, nothing raised)
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
