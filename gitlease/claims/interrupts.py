@@ -38,11 +38,10 @@ from types import FrameType
 from typing import Any
 
 from .._util import signals
-from .._util.signals import ENDING
 from ..errors import AmbiguousError
 
 #: SIGHUP too: a closed terminal is the usual sender, and its default ends the process.
-_SIGNALS = ENDING
+_SIGNALS = signals.ENDING
 _armed = False
 _saved: dict[int, Any] | None = None
 _caught: int | None = None
@@ -173,10 +172,10 @@ def hold() -> None:
     :func:`unhold`, where their disposition would stop the write (main thread only: Python
     runs signal handlers there; an ignored signal stays ignored, a handler of the program's
     own is left in place)."""
-    global _held, _forced
+    global _held, _forced, _raised_after_write
     if _held is not None or threading.current_thread() is not threading.main_thread():
         return
-    _forced = False
+    _forced, _raised_after_write = False, None  # (nor keep an old one's frames alive)
     _held = signals.replace(_record_held, _SIGNALS, only=lambda current: current in _DEFAULTS)
 
 

@@ -23,8 +23,7 @@ def test_every_signal_held_off_is_delivered_afterwards_in_order() -> None:
             assert came == [], "delivered while git still wrote"
         assert came == [signal.SIGINT, signal.SIGTERM, signal.SIGINT]
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        signals.restore(before)
 
 
 def test_a_signal_after_one_whose_handler_raised_is_still_delivered() -> None:
@@ -50,5 +49,4 @@ def test_a_signal_after_one_whose_handler_raised_is_still_delivered() -> None:
             pass
         assert came == [signal.SIGINT, signal.SIGTERM]
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        signals.restore(before)
