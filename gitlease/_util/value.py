@@ -55,6 +55,10 @@ class Value:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         names = self._fields()
+        if not kwargs and len(args) == len(names):  # every field, in order: the common case
+            for name, value in zip(names, args):  # noqa: B905 (the lengths are equal)
+                object.__setattr__(self, name, value)
+            return
         if len(args) > len(names):
             raise TypeError(f"{type(self).__name__} takes at most {len(names)} values")
         for name, value in zip(names, args, strict=False):

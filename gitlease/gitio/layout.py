@@ -10,6 +10,7 @@ asks here, so that the layout is written in one place. No pygit2, no click: the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from .._util.digest import sha256
@@ -33,6 +34,7 @@ def ref_digest(ref: str) -> str:
 def _in_folder(*parts: str) -> Callable[[Path], Path]:
     """The function that names one file or folder under a git directory's ``worklease/``."""
 
+    @lru_cache(maxsize=64)  # (an operation asks for the same few folders many times)
     def path(git_dir: Path) -> Path:
         return git_dir.joinpath(FOLDER, *parts)
 

@@ -232,25 +232,29 @@ def candidates(
     directory, the bundles pointing there, and the flat-layout receipt of ``claim_id``
     (or ``bundle_id``), the claim now at the ref, if there is one."""
     key = resource_key(ref)
-    found: list[Path] = []
+    found: dict[str, float] = {}  # path -> modification time (files that went: none)
+    elsewhere: list[str] = []  # bundles' receipts and the flat layout's, stat'ed below
     try:
-        with os.scandir(directory / key) as entries:
+        with os.scandir(os.path.join(directory, key)) as entries:
             for entry in entries:
                 name = entry.name
                 if name.startswith("."):
                     continue
                 if name.endswith(".json"):
-                    found.append(Path(entry.path))
+                    with contextlib.suppress(OSError):  # (removed since the scan: not one)
+                        found[entry.path] = entry.stat(follow_symlinks=False).st_mtime
                 elif name.endswith(".bundle"):
-                    found.append(bundle_path(directory, name.removesuffix(".bundle")))
+                    elsewhere.append(str(bundle_path(directory, name.removesuffix(".bundle"))))
     except OSError:
         pass
     if claim_id is not None:
-        found.append(directory / f"{key}-{claim_id}.json")
+        elsewhere.append(os.path.join(directory, f"{key}-{claim_id}.json"))
     if bundle_id is not None:
-        found.append(directory / f"bundle-{bundle_id}.json")
-    present = [p for p in found if os.path.lexists(p)]
-    return sorted(set(present), key=mtime, reverse=True)
+        elsewhere.append(os.path.join(directory, f"bundle-{bundle_id}.json"))
+    for path in elsewhere:
+        with contextlib.suppress(OSError):
+            found[path] = os.lstat(path).st_mtime
+    return [Path(p) for p in sorted(found, key=found.__getitem__, reverse=True)]
 
 
 def held(directory: Path, *, bundles: bool) -> list[Path]:

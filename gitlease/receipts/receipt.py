@@ -279,4 +279,4 @@ def without_token(receipt: Receipt) -> Receipt:
 def remove(path: Path) -> None:
     """Delete ``path`` if it is there."""
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        os.unlink(path)

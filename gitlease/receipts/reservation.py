@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._util.files import flock_polling, noted, still_at
+from .._util.files import flock_polling, fsync_dir, noted, still_at
 from ..errors import HeldError, ReceiptError, StoreError, UsageError
 from .receipt import (
     MAX_RECEIPT_BYTES,
@@ -97,7 +97,10 @@ class Reserved:
         self.written = False
 
     def write(self, receipt: Receipt) -> None:
-        """The acquire's first write of the receipt: in place, under the lock, mode 0600."""
+        """The acquire's first write of the receipt: in place, under the lock, mode 0600, and
+        on disk before its claim is written (the file, and its folder when the file was new
+        or empty), like a receipt of the worktree's own folder
+        (:func:`gitlease.receipts.receipt.write`)."""
         data = receipt.to_json().encode("utf-8")
         if len(data) > MAX_RECEIPT_BYTES:
             raise UsageError(
@@ -109,6 +112,9 @@ class Reserved:
             os.ftruncate(self.fd, 0)
             if os.pwrite(self.fd, data, 0) != len(data):
                 raise OSError(errno.ENOSPC, "short write")
+            os.fsync(self.fd)
+            if self.previous is None:  # a new or empty file: its name may not be on disk yet
+                fsync_dir(self.path.parent)
         except OSError as exc:
             raise StoreError(f"cannot write the receipt {self.path}: {exc.strerror}") from None
         self.written = True

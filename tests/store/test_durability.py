@@ -83,6 +83,30 @@ def test_acquire_syncs_receipt_record_ref_then_mark(
     _first(again, "fdatasync ", store + "/worklease/highwater/")
 
 
+@pytest.mark.parametrize("writer", ["cli", "library"])
+def test_an_explicit_receipt_is_synced_before_its_claim(
+    repo: Path, tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receipt at a path the caller names (``--receipt``, written in place under its lock)
+    is on disk, with its folder's new name, before the record and the ref, as the worktree's
+    own receipts are (it was not synced at all before)."""
+    folder = tmp_path / "receipts"
+    folder.mkdir(mode=0o700)
+    path = folder / f"{writer}.json"
+    if writer == "cli":
+        args = ("acquire", "durable/3", "--no-bind", "--receipt", str(path))
+        synced = _synced(repo, tmp_path, *args)
+    else:
+        monkeypatch.setenv("GITLEASE_RECEIPT", str(path))
+        synced = _synced(repo, tmp_path, "durable/3", library=True)
+    store = str(store_path(repo))
+    receipt = _first(synced, "fsync ", str(path))
+    receipt_dir = _first(synced, f"fsync dir:{folder}")
+    record = _first(synced, "fsync ", store + "/objects/")
+    ref = _first(synced, "fsync ", store + "/refs/worklease/durable/3.lease.lock")
+    assert receipt < receipt_dir < record < ref, synced
+
+
 def test_release_syncs_nothing(repo: Path, tmp_path: Path) -> None:
     """A release hands out no revision: losing it to a power cut never repeats one."""
     subprocess.run(
