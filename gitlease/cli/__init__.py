@@ -9,7 +9,7 @@ __all__ = ["cli", "main", "run"]
 
 def run() -> None:
     """Console-script entry point."""
-    code = main()
+    code = main(final=True)
     _exit(code)
     raise SystemExit(code)
 

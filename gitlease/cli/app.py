@@ -178,11 +178,20 @@ def answering_owned(what: str) -> Iterator[None]:
     """Around ``heartbeat``'s and ``release``'s work and answer (and their bundle forms): a
     SIGINT, SIGTERM or SIGHUP that meets the write once it may land waits for the write, its
     bookkeeping and the answer, which is the write's (exit 0); stderr then names the signal.
-    See docs/reference/exit-codes.md."""
+    See docs/reference/exit-codes.md.
+
+    Once the block has ended with an error (AMBIGUOUS after a second signal, or any other),
+    that error is the answer: a further signal while it is being written (to a stdout that
+    nobody reads, say) ends the process with the same exit code at once (:func:`_ending_with`),
+    never with 130 or 143."""
     from ..api import answering
 
-    with answering.answering_owned():
-        yield
+    try:
+        with answering.answering_owned():
+            yield
+    except GitleaseError as exc:
+        _ending_with(exc.exit_code)
+        raise
     signum = answering.owned_came()
     if signum is None:
         return
@@ -192,6 +201,35 @@ def answering_owned(what: str) -> Iterator[None]:
     with contextlib.suppress(OSError):
         click.echo(f"gitlease: {name} came while the {what} was being written; it was "
                    "written, and the answer is true", err=True)  # fmt: skip
+
+
+def _ending_with(code: int) -> None:
+    """From now on SIGINT, SIGTERM and SIGHUP end this process with ``code``, the answer
+    already decided, saying so on stderr (a default disposition would exit 130, 143 or 129,
+    and contradict it). Handlers of a program's own are left alone. :func:`main` puts the
+    old ones back when it returns, unless it was called ``final`` (the console script, whose
+    process ends with the answer: a signal until the very end ends it with that code)."""
+    from .._util import signals
+
+    def end(signum: int, _frame: object) -> None:
+        import signal
+
+        with contextlib.suppress(OSError):  # (a signal handler: straight to the fd)
+            os.write(2, f"gitlease: {signal.Signals(signum).name} while the answer was being "
+                     f"written; the answer stands: exit {code}\n".encode())  # fmt: skip
+        os._exit(code)
+
+    _ENDING.update(signals.replace(end, only=_a_default))
+
+
+#: The handlers :func:`_ending_with` replaced, for :func:`main` to put back.
+_ENDING: dict[int, Any] = {}
+
+
+def _a_default(handler: object) -> bool:
+    import signal
+
+    return handler in (signal.SIG_DFL, signal.default_int_handler)
 
 
 def emit_taken(
@@ -221,8 +259,24 @@ def emit_taken(
         raise OutputFailed(exc.error, "; the claim was released again") from None
 
 
-def main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
-    """Run the CLI and return its exit code (docs/reference/exit-codes.md)."""
+def main(
+    argv: list[str] | None = None, prog_name: str | None = None, *, final: bool = False
+) -> int:
+    """Run the CLI and return its exit code (docs/reference/exit-codes.md). ``final``: the
+    process ends when this returns (the console script), so a signal that comes once an
+    answer is decided keeps ending it with that answer's code (:func:`_ending_with`);
+    otherwise the handlers are put back before this returns."""
+    try:
+        return _main(argv, prog_name)
+    finally:
+        if not final and _ENDING:
+            from .._util import signals
+
+            signals.restore(_ENDING)
+            _ENDING.clear()
+
+
+def _main(argv: list[str] | None, prog_name: str | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(name.startswith("GITLEASE_TESTING") for name in os.environ):
         from ..api.output import switch_warnings  # (only then: `--version` imports none of it)

@@ -91,3 +91,28 @@ def test_a_closed_stdout_still_exits_as_a_closed_pipe(repo: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait() == 141, err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_main_in_process_puts_back_the_handlers_a_decided_answer_took(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed ``release`` decides its answer inside the owned-write block, which makes a
+    further signal end the process with that answer's code (docs/reference/exit-codes.md).
+    ``main()`` called in a process that lives on (a test, a program) puts the old handlers
+    back when it returns; only the console script (``final``) keeps them to its end."""
+    import signal
+
+    from gitlease.cli import app
+
+    monkeypatch.chdir(repo)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert app.main(["release", "never/taken"]) != 0
+        assert {s: signal.getsignal(s) for s in before} == before
+        assert app.main(["release", "never/taken"], final=True) != 0
+        kept = signal.getsignal(signal.SIGTERM)
+        assert kept is not before[signal.SIGTERM] and callable(kept)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        app._ENDING.clear()

@@ -361,3 +361,81 @@ def test_a_ref_moved_by_hand_while_the_pass_removes_it_stays(repo: Path, tmp_pat
     assert code == 0, (out, err)
     assert json.loads(out)["pruned"] == [], out
     assert store_git("rev-parse", ref, cwd=repo).stdout.strip() == acquired
+
+
+def _blocked_writing_stdout(pid: int) -> bool:
+    """Whether ``pid`` sleeps in a write to a full pipe (its kernel wait channel, or, where
+    that is hidden, the system call it is in: write, on fd 1)."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        syscall = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    write_nr = {"x86_64": "1", "aarch64": "64"}.get(os.uname().machine)
+    return "pipe_write" in wchan or syscall[:2] == [write_nr, "0x1"]
+
+
+@pytest.mark.parametrize(
+    ("command", "signum"),
+    [(["heartbeat", R, "--json"], signal.SIGTERM), (["release", R, "--json"], signal.SIGINT)],
+)
+def test_a_third_signal_while_the_ambiguous_answer_is_written_exits_with_it(
+    command: list[str], signum: int, repo: Path, tmp_path: Path
+) -> None:
+    """After a second signal stopped an owned write (AMBIGUOUS), the answer goes to stdout; a
+    stdout that nobody reads (a full pipe) held the process there, and a third signal then
+    ended it with 143 or 130, an exit that contradicts the answer already decided (noticed in
+    the review of the hold). Now the third signal ends it with 5 at once, saying so."""
+    import fcntl
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
+           "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
+    assert run_cli("acquire", R, "--ttl", "10m", cwd=repo, env=env).code == 0
+    hang, inside = tmp_path / "hang", tmp_path / "inside"
+    hang.write_text("")
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
+    hook.chmod(0o755)
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ: one page
+    os.set_blocking(write_end, False)
+    with pytest.raises(BlockingIOError):
+        while True:  # fill it: the command's answer will find no room
+            os.write(write_end, b"x" * 4096)
+    os.set_blocking(write_end, True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitlease", *command],
+        cwd=repo,
+        env=env,
+        text=True,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+    )
+    os.close(write_end)
+    try:
+        deadline = time.monotonic() + 120  # a failure bound only, never a margin
+        while not inside.exists():  # the push is at the server: the write is in flight
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the push never reached the server"
+            time.sleep(0.01)
+        stderr = _Stderr(proc)
+        proc.send_signal(signum)
+        stderr.until("finishing the write first")
+        proc.send_signal(signum)  # AMBIGUOUS: its document meets the full pipe
+        while not _blocked_writing_stdout(proc.pid):
+            assert proc.poll() is None, (proc.returncode, stderr.rest())
+            assert time.monotonic() < deadline, "the answer was never written"
+            time.sleep(0.01)
+        proc.send_signal(signum)
+        proc.wait(timeout=120)
+        err = stderr.rest()
+    finally:
+        hang.unlink()
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 5, (proc.returncode, err)
+    assert "the answer stands: exit 5" in err, err
