@@ -182,15 +182,15 @@ def answering_owned(what: str) -> Iterator[None]:
 
     Once the block has ended with an error (AMBIGUOUS after a second signal, or any other),
     that error is the answer: a further signal while it is being written (to a stdout that
-    nobody reads, say) ends the process with the same exit code at once (:func:`_ending_with`),
-    never with 130 or 143."""
+    nobody reads, say) ends the process with the same exit code at once, never with 130 or
+    143 (:func:`gitlease.api.answering.end_with`)."""
     from ..api import answering
 
     try:
         with answering.answering_owned():
             yield
     except GitleaseError as exc:
-        _ending_with(exc.exit_code)
+        answering.end_with(exc.exit_code)
         raise
     signum = answering.owned_came()
     if signum is None:
@@ -201,35 +201,6 @@ def answering_owned(what: str) -> Iterator[None]:
     with contextlib.suppress(OSError):
         click.echo(f"gitlease: {name} came while the {what} was being written; it was "
                    "written, and the answer is true", err=True)  # fmt: skip
-
-
-def _ending_with(code: int) -> None:
-    """From now on SIGINT, SIGTERM and SIGHUP end this process with ``code``, the answer
-    already decided, saying so on stderr (a default disposition would exit 130, 143 or 129,
-    and contradict it). Handlers of a program's own are left alone. :func:`main` puts the
-    old ones back when it returns, unless it was called ``final`` (the console script, whose
-    process ends with the answer: a signal until the very end ends it with that code)."""
-    from .._util import signals
-
-    def end(signum: int, _frame: object) -> None:
-        import signal
-
-        with contextlib.suppress(OSError):  # (a signal handler: straight to the fd)
-            os.write(2, f"gitlease: {signal.Signals(signum).name} while the answer was being "
-                     f"written; the answer stands: exit {code}\n".encode())  # fmt: skip
-        os._exit(code)
-
-    _ENDING.update(signals.replace(end, only=_a_default))
-
-
-#: The handlers :func:`_ending_with` replaced, for :func:`main` to put back.
-_ENDING: dict[int, Any] = {}
-
-
-def _a_default(handler: object) -> bool:
-    import signal
-
-    return handler in (signal.SIG_DFL, signal.default_int_handler)
 
 
 def emit_taken(
@@ -264,16 +235,16 @@ def main(
 ) -> int:
     """Run the CLI and return its exit code (docs/reference/exit-codes.md). ``final``: the
     process ends when this returns (the console script), so a signal that comes once an
-    answer is decided keeps ending it with that answer's code (:func:`_ending_with`);
+    answer is decided keeps ending it with that answer's code
+    (:func:`gitlease.api.answering.end_with`);
     otherwise the handlers are put back before this returns."""
     try:
         return _main(argv, prog_name)
     finally:
-        if not final and _ENDING:
-            from .._util import signals
+        if not final:
+            from ..api import answering
 
-            signals.restore(_ENDING)
-            _ENDING.clear()
+            answering.end_with(None)
 
 
 def _main(argv: list[str] | None, prog_name: str | None) -> int:

@@ -102,6 +102,7 @@ def test_main_in_process_puts_back_the_handlers_a_decided_answer_took(
     back when it returns; only the console script (``final``) keeps them to its end."""
     import signal
 
+    from gitlease.api import answering
     from gitlease.cli import app
 
     monkeypatch.chdir(repo)
@@ -115,4 +116,4 @@ def test_main_in_process_puts_back_the_handlers_a_decided_answer_took(
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)
-        app._ENDING.clear()
+        answering.end_with(None)

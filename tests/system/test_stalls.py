@@ -274,6 +274,37 @@ class _Stderr:
         return "".join(self.said)
 
 
+def _remote(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A bare remote, and the environment that points gitlease at it."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
+           "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
+    return env, remote
+
+
+def _hang_pushes(remote: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """From now on a push to ``remote`` touches ``inside`` at the server, then waits there
+    while ``hang`` exists: (``hang``, ``inside``)."""
+    hang, inside = tmp_path / "hang", tmp_path / "inside"
+    hang.write_text("")
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
+    hook.chmod(0o755)
+    return hang, inside
+
+
+def _until_pushing(proc: subprocess.Popen[str], inside: Path) -> float:
+    """Wait until ``proc``'s push is at the server (its write in flight); the deadline that
+    bounds the rest of the test (a failure bound only, never a margin)."""
+    deadline = time.monotonic() + 120
+    while not inside.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the push never reached the server"
+        time.sleep(0.01)
+    return deadline
+
+
 @pytest.mark.parametrize(
     ("command", "signum"),
     [(["heartbeat", R], signal.SIGINT), (["release", R], signal.SIGTERM),
@@ -287,17 +318,10 @@ def test_a_second_signal_stops_an_owned_write_whose_push_hangs_as_ambiguous(
     finding 2). The first signal now says the write is being finished; a second stops the
     command at once, AMBIGUOUS: the push may or may not have landed (a second SIGTERM or
     SIGHUP too, where the default would have killed it with the outcome unsaid)."""
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
-           "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
+    env, remote = _remote(tmp_path)
     taken = ["bundle", "acquire", R, "stall/2"] if command[0] == "bundle" else ["acquire", R]
     assert run_cli(*taken, "--ttl", "10m", cwd=repo, env=env).code == 0
-    hang, inside = tmp_path / "hang", tmp_path / "inside"
-    hang.write_text("")
-    hook = remote / "hooks" / "pre-receive"
-    hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
-    hook.chmod(0o755)
+    hang, inside = _hang_pushes(remote, tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitlease", *command],
         cwd=repo,
@@ -307,11 +331,7 @@ def test_a_second_signal_stops_an_owned_write_whose_push_hangs_as_ambiguous(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 120  # a failure bound only, never a margin
-        while not inside.exists():  # the push is at the server: the write is in flight
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the push never reached the server"
-            time.sleep(0.01)
+        _until_pushing(proc, inside)
         stderr = _Stderr(proc)
         proc.send_signal(signum)
         stderr.until("finishing the write first")
@@ -388,16 +408,9 @@ def test_a_third_signal_while_the_ambiguous_answer_is_written_exits_with_it(
     the review of the hold). Now the third signal ends it with 5 at once, saying so."""
     import fcntl
 
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    env = {**os.environ, **TESTING, "GITLEASE_REMOTE": f"file://{remote}",
-           "GITLEASE_REMOTE_TIMEOUT": "600"}  # fmt: skip
+    env, remote = _remote(tmp_path)
     assert run_cli("acquire", R, "--ttl", "10m", cwd=repo, env=env).code == 0
-    hang, inside = tmp_path / "hang", tmp_path / "inside"
-    hang.write_text("")
-    hook = remote / "hooks" / "pre-receive"
-    hook.write_text(f'#!/bin/sh\ntouch "{inside}"\nwhile [ -e "{hang}" ]; do sleep 0.05; done\n')
-    hook.chmod(0o755)
+    hang, inside = _hang_pushes(remote, tmp_path)
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ: one page
     os.set_blocking(write_end, False)
@@ -415,11 +428,7 @@ def test_a_third_signal_while_the_ambiguous_answer_is_written_exits_with_it(
     )
     os.close(write_end)
     try:
-        deadline = time.monotonic() + 120  # a failure bound only, never a margin
-        while not inside.exists():  # the push is at the server: the write is in flight
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the push never reached the server"
-            time.sleep(0.01)
+        deadline = _until_pushing(proc, inside)
         stderr = _Stderr(proc)
         proc.send_signal(signum)
         stderr.until("finishing the write first")
