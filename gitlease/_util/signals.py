@@ -18,6 +18,14 @@ from typing import Any
 
 #: The signals a person or a supervisor ends a command with.
 ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Their dispositions that end the process (or raise KeyboardInterrupt), which gitlease may
+#: take over; a handler of the program's own, or an ignored signal, is the program's to keep.
+DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
+
+
+def is_default(handler: object) -> bool:
+    """Whether ``handler`` is one of :data:`DEFAULTS` (for :func:`replace`'s ``only``)."""
+    return handler in DEFAULTS
 
 
 def replace(

@@ -51,6 +51,5 @@ def end_with(code: int | None) -> None:
                      f"written; the answer stands: exit {code}\n".encode())  # fmt: skip
         os._exit(code)
 
-    defaults = (signal.SIG_DFL, signal.default_int_handler)
-    for signum, old in signals.replace(end, only=lambda current: current in defaults).items():
+    for signum, old in signals.replace(end, only=signals.is_default).items():
         _REPLACED.setdefault(signum, old)

@@ -136,10 +136,6 @@ def raised_after_write(exc: BaseException) -> bool:
     return exc is _raised_after_write
 
 
-#: What a hold takes over: the dispositions that would stop a write half way. A handler of
-#: the program's own (``exec``'s forwarding to its command, the acquire window's recording)
-#: stops nothing, and is the program's to keep.
-_DEFAULTS = (signal.SIG_DFL, signal.default_int_handler)
 _forced = False
 #: The exception the last unhold raised for a signal that met a landed write.
 _raised_after_write: BaseException | None = None
@@ -176,7 +172,9 @@ def hold() -> None:
     if _held is not None or threading.current_thread() is not threading.main_thread():
         return
     _forced, _raised_after_write = False, None  # (nor keep an old one's frames alive)
-    _held = signals.replace(_record_held, _SIGNALS, only=lambda current: current in _DEFAULTS)
+    # (only the dispositions that would stop a write half way: a handler of the program's own,
+    # exec's forwarding or the acquire window's recording, stops nothing and is left alone)
+    _held = signals.replace(_record_held, _SIGNALS, only=signals.is_default)
 
 
 def unhold(*, written: bool = True) -> None:

@@ -241,9 +241,9 @@ def main(
     try:
         return _main(argv, prog_name)
     finally:
-        if not final:
-            from ..api import answering
-
+        # (only a command that answered an owned write imported it, and may have replaced any)
+        answering = sys.modules.get("gitlease.api.answering")
+        if not final and answering is not None:
             answering.end_with(None)
 
 
