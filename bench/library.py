@@ -86,12 +86,22 @@ def main() -> None:
     mark = safety_dir / "mark"
     mark.write_bytes(b"1 refs/worklease/bench/0.lease\n")
 
-    def durable_floor_cycle() -> None:
+    from hashlib import sha256
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    def durable_floor_cycle(*, contract: bool = False) -> None:
         """The fsynced raw cycle plus the two other writes the durability rules require of
         an acquire (docs/reference/store.md): a fresh receipt on disk before its claim (a
         temporary file synced, linked into place, its folder synced) and the high-water
         mark raised in place and fdatasynced. What no implementation of this design can
-        skip: the rest of a gitlease cycle is bookkeeping and checks."""
+        skip: the rest of a gitlease cycle is bookkeeping and checks.
+
+        ``contract``: also what the contract asks of a cycle besides durability (the
+        **contract floor**): each record signed (an Ed25519 key derived from a fresh token
+        at acquire, one signature at acquire, one at release), and the token taken out of
+        the receipt at release, the receipt replaced through a temporary file and a rename
+        so that a crash leaves the old text or the new (docs/security.md)."""
         raw_synced_cycle()
         n = next(counter)
         tmp, final = safety_dir / f".r{n}.tmp", safety_dir / f"r{n}.json"
@@ -108,6 +118,16 @@ def main() -> None:
         os.pwrite(fd, f"{n} refs/worklease/bench/0.lease\n".encode(), 0)
         os.fdatasync(fd)
         os.close(fd)
+        if contract:
+            key = Ed25519PrivateKey.from_private_bytes(sha256(os.urandom(32)).digest())
+            key.public_key().public_bytes_raw()
+            key.sign(receipt_body[:300])
+            key.sign(receipt_body[:310])
+            spent = safety_dir / f".r{n}.spent"
+            fd = os.open(spent, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, receipt_body[:380])
+            os.close(fd)
+            os.replace(spent, final)  # (a rename over the receipt: ext4 flushes the new one)
         os.unlink(final)  # (the next acquire's tidy of a spent receipt, unsynced)
 
     cases = {
@@ -115,6 +135,7 @@ def main() -> None:
         "raw": raw_cycle,
         "synced": raw_synced_cycle,
         "floor": durable_floor_cycle,
+        "contract": functools.partial(durable_floor_cycle, contract=True),
         "ours": gitlease_cycle,
     }
     for fn in cases.values():
@@ -137,12 +158,16 @@ def main() -> None:
     report("gitlease acquire+release", samples["ours"], samples["synced"], "fsynced raw cycle")
     report("durable floor: + receipt, + mark", samples["floor"], samples["synced"], "fsynced raw")
     report("gitlease acquire+release", samples["ours"], samples["floor"], "durable floor", goal=2.0)
+    report("contract floor: + signatures, + rewrite", samples["contract"], samples["floor"],
+           "durable floor")  # fmt: skip
+    report("gitlease acquire+release", samples["ours"], samples["contract"], "contract floor")
     # CPU time of this process (user + system): what a busy machine's waiting leaves out
     # (the kernel's clock ticks make single samples coarse; the medians of many are not)
     report("  CPU: SoftFileLease", cpu["soft"])
     report("  CPU: raw cycle", cpu["raw"])
     report("  CPU: fsynced raw cycle", cpu["synced"])
     report("  CPU: durable floor", cpu["floor"])
+    report("  CPU: contract floor", cpu["contract"])
     report("  CPU: gitlease", cpu["ours"], cpu["raw"], "raw cycle", goal=2.0)
     parts(gitlease_cycle, max(50, n // 3))
 

@@ -59,6 +59,23 @@ class Value:
             for name, value in zip(names, args):  # noqa: B905 (the lengths are equal)
                 object.__setattr__(self, name, value)
             return
+        if not kwargs and len(args) < len(names):  # the first fields, the rest defaulted
+            tail = self._tail(len(args))
+            if tail is not None:
+                for name, value in zip(names, args):  # noqa: B905 (args is the shorter)
+                    object.__setattr__(self, name, value)
+                for name, value in tail:
+                    object.__setattr__(self, name, value)
+                return
+        if not args and len(kwargs) == len(names):  # every field by name (a record's making)
+            try:
+                values = [kwargs[name] for name in names]
+            except KeyError:
+                pass  # (a misspelt field: the slow path below names it)
+            else:
+                for name, value in zip(names, values):  # noqa: B905 (the lengths are equal)
+                    object.__setattr__(self, name, value)
+                return
         if len(args) > len(names):
             raise TypeError(f"{type(self).__name__} takes at most {len(names)} values")
         for name, value in zip(names, args, strict=False):
@@ -76,6 +93,22 @@ class Value:
             object.__setattr__(self, name, value)
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unknown {', '.join(sorted(kwargs))}")
+
+    @classmethod
+    def _tail(cls, given: int) -> tuple[tuple[str, Any], ...] | None:
+        """The defaults of the fields after the first ``given``, or None if one has none or
+        is made afresh (:class:`Factory`): looked up once per class and count."""
+        tails = cls.__dict__.get("_tails")
+        if tails is None:
+            tails = {}
+            type.__setattr__(cls, "_tails", tails)
+        if given not in tails:
+            rest = cls._fields()[given:]
+            defaults = cls._defaults
+            plain = all(n in defaults and not isinstance(defaults[n], Factory) for n in rest)
+            tails[given] = tuple((n, defaults[n]) for n in rest) if plain else None
+        tail: tuple[tuple[str, Any], ...] | None = tails[given]
+        return tail
 
     @classmethod
     def _of(cls: type[V], values: tuple[Any, ...]) -> V:

@@ -57,8 +57,9 @@ def acquire_many(
     **options: Unpack[AcquireOptions],
 ) -> BundleResult:
     """Take every resource or none, as one bundle (``options`` as for an acquire)."""
+    where = store.location
     asked = request.acquire_request(
-        resources, bundle=True, worktree=store.location.worktree, **options
+        resources, bundle=True, worktree=where.worktree, git_dir=where.worktree_git_dir, **options
     )
     claims, rec = acquisition.acquire_claims(store, asked, on_wait=on_wait)
     return BundleResult(rec.bundle_id, claims, rec)
@@ -73,7 +74,9 @@ def heartbeat(
 ) -> BundleResult:
     """Renew every member (LOST naming the member if one was lost)."""
     rec = ownership.load_bundle_receipt(store, bundle_id, receipt)
-    new_ttl = request.renewal_ttl(ttl, store.location.worktree)
+    new_ttl = request.renewal_ttl(
+        ttl, store.location.worktree, git_dir=store.location.worktree_git_dir
+    )
     return _members(store, rec, core.renew_claims, new_ttl)
 
 

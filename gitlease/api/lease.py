@@ -68,7 +68,10 @@ def acquire(
     """
     from ..claims import acquire as acquisition  # (check, heartbeat, release never load it)
 
-    asked = request.acquire_request([resource], worktree=store.location.worktree, **options)
+    where = store.location
+    asked = request.acquire_request(
+        [resource], worktree=where.worktree, git_dir=where.worktree_git_dir, **options
+    )
     claims, rec = acquisition.acquire_claims(store, asked, on_wait=on_wait)
     return Acquired(claims[0], rec)
 
@@ -90,7 +93,10 @@ def acquire_first_free(
     """
     from ..claims import firstfree
 
-    asked = request.first_free_request(candidates, worktree=store.location.worktree, **options)
+    where = store.location
+    asked = request.first_free_request(
+        candidates, worktree=where.worktree, git_dir=where.worktree_git_dir, **options
+    )
     claim, rec, skipped = firstfree.acquire_first_free(store, asked, on_wait=on_wait)
     return Acquired(claim, rec, tuple(skipped))
 
@@ -103,7 +109,9 @@ def heartbeat(
     receipt: Receipted = None,
 ) -> Claim:
     """Extend the caller's claim by its TTL (or a new one). LOST if it expired: never revived."""
-    new_ttl = request.renewal_ttl(ttl, store.location.worktree)
+    new_ttl = request.renewal_ttl(
+        ttl, store.location.worktree, git_dir=store.location.worktree_git_dir
+    )
     store.prepare_write()
     return _owned(store, resource, receipt, core.renew_claims, new_ttl)
 

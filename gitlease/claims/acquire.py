@@ -25,6 +25,7 @@ from ..receipts import reservation
 from ..receipts.receipt import ClaimRef, Receipt
 from ..scopes import acquiring as scope_index
 from ..scopes.index import note_store
+from ..state import guards as guards_mod
 from ..state import highwater
 from ..state.waitqueue import Line
 from ..store.base import Store
@@ -47,10 +48,11 @@ def acquire_claims(
 
     def attempt() -> tuple[list[Claim], Receipt]:
         try:
-            _refuse_early(store, request, line)
+            if _contended(store, request):
+                _refuse_early(store, request)
             reserve = reservation.reserve(request.receipt, str(store.git_dir))
             with guards(store, request.refs), reserve as held:
-                written, rec = take(store, request, held)
+                written, rec = take(store, request, held, line)
         except HeldError as exc:
             line.stand_for(_blocking(request, exc))  # (a bundle: never hold a free member)
             raise
@@ -190,15 +192,30 @@ def _refuse_rolled_back(store: Store, claim: Claim, mark: int) -> None:
         highwater.raise_to(store.git_dir, claim.ref, claim.record.revision)
 
 
-def _refuse_early(store: Store, request: AcquireRequest, line: Line) -> None:
+def _contended(store: Store, request: AcquireRequest) -> bool:
+    """Whether to look before taking the guards: a guard is taken now (or an owner's write
+    waits for it, and goes first), so the answer may well be HELD, which a look without the
+    guard gives at once; or the store's view can be behind (a remote's mirror), and a refusal
+    needs a fresh look, which is not made under the guards. Otherwise the look under the
+    guards is the only one: an uncontended acquire reads each member once."""
+    if not store.reads_are_current:
+        return True
+    return any(guards_mod.contended(store.guard_path(ref)) for ref in request.refs)
+
+
+def _refuse_early(store: Store, request: AcquireRequest) -> None:
     """Refuse without the guard when what the store shows cannot be taken (on a fresh look
-    if the store's view can be behind), or when callers on this host wait for it first."""
+    if the store's view can be behind)."""
     try:
-        claims = _judge_members(store, request, _read_members(store, request.refs), Now.read())
+        _judge_members(store, request, _read_members(store, request.refs), Now.read())
     except (HeldError, CorruptRecordError):
         if not store.recheck_refusal():
             raise
-        claims = _judge_members(store, request, _read_members(store, request.refs), Now.read())
+        _judge_members(store, request, _read_members(store, request.refs), Now.read())
+
+
+def _refuse_queued(claims: list[Claim], line: Line) -> None:
+    """HELD when callers on this host wait for a member first (they get it first)."""
     ahead = line.ahead()
     for claim in claims:
         if ahead.get(claim.ref):
@@ -219,10 +236,14 @@ def _queued_error(claim: Claim, ahead: int, *, queued: bool) -> HeldError:
 
 
 def take(
-    store: Store, request: AcquireRequest, held: reservation.Reserved | None
+    store: Store,
+    request: AcquireRequest,
+    held: reservation.Reserved | None,
+    line: Line | None = None,
 ) -> tuple[list[Claim], Receipt]:
     """Under the guards (and ``held``, the explicit receipt path reserved): read, judge,
-    write the receipt, then compare-and-swap every ref. With path scopes, all of it under
+    refuse when callers in ``line`` wait for a member first, write the receipt, then
+    compare-and-swap every ref. With path scopes, all of it under
     the store-wide scope guard too (taken after the resource guards, always in that order),
     refused (HELD) when a live claim on another resource has an overlapping scope; through
     a git remote, the scope index's new value rides on the claims' own atomic push
@@ -230,11 +251,16 @@ def take(
     if request.paths is not None:
         note_store(store.location.worktree_git_dir, store.git_dir)
     with scope_index.scope_guard(store) if request.paths is not None else nullcontext():
-        return _take(store, request, held)
+        return _take(store, request, held, line)
 
 
 def _take(
-    store: Store, request: AcquireRequest, held: reservation.Reserved | None, *, fresh: bool = False
+    store: Store,
+    request: AcquireRequest,
+    held: reservation.Reserved | None,
+    line: Line | None,
+    *,
+    fresh: bool = False,
 ) -> tuple[list[Claim], Receipt]:
     now = Now.read()
     members = _read_members(store, request.refs)
@@ -246,6 +272,8 @@ def _take(
         now = Now.read()
         members = _read_members(store, request.refs)
         claims = _judge_members(store, request, members, now)
+    if line is not None:
+        _refuse_queued(claims, line)
     snaps = members.snaps
     scopes = None
     if request.paths is not None:
@@ -253,7 +281,7 @@ def _take(
         found, behind = scope_index.conflicts(store, scopes, request.paths, request.refs, now)
         if (found or behind) and not fresh and store.recheck_refusal():
             # (a remote store's mirror may be behind: refuse, or grant, on a fresh look only)
-            return _take(store, request, held, fresh=True)
+            return _take(store, request, held, line, fresh=True)
         if found:
             raise scope_index.held_error(found, request.paths)
     if held is not None:

@@ -131,4 +131,4 @@ def tidy(rec: Receipt) -> None:
         if old.store != rec.store:
             continue  # a claim in another store (--store): not ours to judge
         if mine and (old.token is None or mine.revision < claim.revision):
-            receiptdir.remove_receipt(directory, old)
+            receiptdir.remove_replaced(directory, old, rec)

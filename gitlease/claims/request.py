@@ -31,15 +31,18 @@ DEFAULT_TTL_MS = 15 * 60_000
 MIN_TTL_MS = 1_000
 
 
-def resolve_ttl(ttl: str | int | None, worktree: Path | None = None) -> int:
+def resolve_ttl(
+    ttl: str | int | None, worktree: Path | None = None, *, git_dir: Path | None = None
+) -> int:
     """A TTL in milliseconds (default 15 minutes, at least 1 second, at most
-    ``gitlease.maxTtl``: a crashed agent must not block a unit for months)."""
+    ``gitlease.maxTtl``: a crashed agent must not block a unit for months). ``git_dir``:
+    the worktree's git directory, when the caller knows it (:func:`max_ttl_ms`)."""
     if ttl is None:
         return DEFAULT_TTL_MS
     ms = duration_ms(ttl, name="TTL")
     if ms < MIN_TTL_MS:
         raise UsageError(f"bad TTL {ttl!r}: at least 1s")
-    limit, where = max_ttl_ms(worktree)
+    limit, where = max_ttl_ms(worktree, git_dir=git_dir)
     if ms > limit:
         raise UsageError(
             f"bad TTL {ttl!r}: at most {format_duration(limit)} ({where}); a longer piece "
@@ -48,9 +51,11 @@ def resolve_ttl(ttl: str | int | None, worktree: Path | None = None) -> int:
     return ms
 
 
-def renewal_ttl(ttl: str | int | None, worktree: Path | None = None) -> int | None:
+def renewal_ttl(
+    ttl: str | int | None, worktree: Path | None = None, *, git_dir: Path | None = None
+) -> int | None:
     """A heartbeat's new TTL (:func:`resolve_ttl`), or None: each claim keeps its own."""
-    return resolve_ttl(ttl, worktree) if ttl is not None else None
+    return resolve_ttl(ttl, worktree, git_dir=git_dir) if ttl is not None else None
 
 
 def min_remaining_ms(min_remaining: str | int | None) -> int:
@@ -63,9 +68,11 @@ DEFAULT_MAX_TTL_MS = 86_400_000
 MAX_TTL_CONFIG = "gitlease.maxTtl"
 
 
-def max_ttl_ms(worktree: Path | None = None) -> tuple[int, str]:
+def max_ttl_ms(worktree: Path | None = None, *, git_dir: Path | None = None) -> tuple[int, str]:
     """The longest TTL allowed, and where it comes from: ``git config gitlease.maxTtl`` (read
     from ``worktree``, any scope), else a day. USAGE for a value that is not a duration.
+    ``git_dir``: the worktree's git directory, when the caller knows it (a store's location
+    found it): then it is not looked for again.
 
     In a repository it is read with the rest of the repository's configuration, by the read
     that locates the store and is cached by the identity of every file it depends on
@@ -75,9 +82,11 @@ def max_ttl_ms(worktree: Path | None = None) -> tuple[int, str]:
     from ..gitio.gitdirs import find_git_dir
     from ..store.projects import read_config
 
-    found_dir = find_git_dir(worktree or Path.cwd())
-    if found_dir is not None:
-        found = (read_config(found_dir[0]).max_ttl or "").strip()
+    if git_dir is None:
+        found_dir = find_git_dir(worktree or Path.cwd())
+        git_dir = found_dir[0] if found_dir is not None else None
+    if git_dir is not None:
+        found = (read_config(git_dir).max_ttl or "").strip()
     else:
         import subprocess
 
@@ -158,11 +167,13 @@ def acquire_request(
     *,
     bundle: bool = False,
     worktree: Path | None = None,
+    git_dir: Path | None = None,
     **options: Unpack[AcquireOptions],
 ) -> AcquireRequest:
     """Check every argument of an acquire (USAGE on anything wrong; nothing was touched).
 
-    ``worktree``: the caller's worktree, which names the default owner label.
+    ``worktree``: the caller's worktree, which names the default owner label; ``git_dir``:
+    its git directory, if known (where ``gitlease.maxTtl`` is read: :func:`max_ttl_ms`).
     """
     names = tuple(resources)
     if not names:
@@ -181,7 +192,7 @@ def acquire_request(
     note = options.get("note")
     if note is not None:
         check_text(note, "the note")
-    ttl_ms = resolve_ttl(options.get("ttl"), worktree)
+    ttl_ms = resolve_ttl(options.get("ttl"), worktree, git_dir=git_dir)
     owner = resolve_owner(options.get("owner"), worktree)
     wait = options.get("wait")
     wait_ms = duration_ms(wait, name="--wait") if wait is not None else None
@@ -200,6 +211,7 @@ def first_free_request(
     candidates: Iterable[str],
     *,
     worktree: Path | None = None,
+    git_dir: Path | None = None,
     **options: Unpack[AcquireOptions],
 ) -> AcquireRequest:
     """Check an ``acquire --first-free``: the candidates in order (repeats dropped), each a
@@ -214,4 +226,4 @@ def first_free_request(
             raise UsageError(
                 f"--first-free: candidate {number}: {exc}; nothing was acquired"
             ) from None
-    return acquire_request(names, worktree=worktree, **options)
+    return acquire_request(names, worktree=worktree, git_dir=git_dir, **options)

@@ -24,6 +24,7 @@ def folder(git_dir: Path) -> Path:
     return git_dir / FOLDER
 
 
+@lru_cache(maxsize=1024)  # (one operation names a resource's guard, mark and floor: one hash)
 def ref_digest(ref: str) -> str:
     """The name of a resource's own file (guard, high-water mark, floor): 40 hex digits of the
     SHA-256 of its ref (a ref's bytes may not make a file name; a name that is not UTF-8
@@ -70,10 +71,13 @@ bindings_dir = _in_folder("bindings")  # the claims the commit hooks check
 
 
 def is_worktree_file(path: Path) -> Path | None:
-    """The git dir whose receipts or bindings folder holds ``path``, or None."""
-    for parent in path.parents:
-        if parent.name in ("receipts", "bindings") and parent.parent.name == FOLDER:
-            return parent.parent.parent
+    """The git dir whose receipts or bindings folder holds ``path``, or None. (On the parts
+    of ``path``, which it keeps: every receipt read and written asks, and each of its
+    ``parents`` would be a new path object.)"""
+    parts = path.parts
+    for i in range(len(parts) - 2, 0, -1):  # parts[: i + 1] is a parent, nearest first
+        if parts[i] in ("receipts", "bindings") and parts[i - 1] == FOLDER:
+            return Path(*parts[: i - 1]) if i > 1 else Path()
     return None
 
 

@@ -202,9 +202,12 @@ def retire(directory: Path, rec: Receipt) -> None:
         _touch(bucket / entry)
 
 
-def _remove_receipt(directory: Path, path: Path, rec: Receipt | None) -> None:
+def _remove_receipt(
+    directory: Path, path: Path, rec: Receipt | None, *, keep_dir: bool = False
+) -> None:
     """Delete a receipt, its keepalive log, a bundle's member pointers, and its directory
-    if nothing is left in it (index entries naming it are dropped when next met)."""
+    if nothing is left in it (index entries naming it are dropped when next met).
+    ``keep_dir``: the directory holds another receipt (no ``rmdir`` to try)."""
     remove(path)
     remove(log_path(path))
     if rec is not None and rec.bundle_id is not None:
@@ -212,7 +215,7 @@ def _remove_receipt(directory: Path, path: Path, rec: Receipt | None) -> None:
             pointer = directory / resource_key(claim.ref) / f"{rec.bundle_id}.bundle"
             remove(pointer)
             _rmdir_if_empty(pointer.parent)
-    if path.parent.parent == directory and path.parent.name != _BUNDLES:
+    if path.parent.parent == directory and path.parent.name != _BUNDLES and not keep_dir:
         _rmdir_if_empty(path.parent)
 
 
@@ -220,6 +223,16 @@ def remove_receipt(directory: Path, rec: Receipt) -> None:
     """Delete a receipt of this directory that can never prove anything again."""
     remove(directory / _HELD / _entry(rec))
     _remove_receipt(directory, rec.path, rec)
+
+
+def remove_replaced(directory: Path, rec: Receipt, fresh: Receipt) -> None:
+    """Delete ``rec``, a receipt of this directory that ``fresh`` (a receipt of the same
+    resource, in the same place) replaced. The directory stays: it holds ``fresh``. A
+    receipt without its token has no entry among the held (its release moved it to the
+    spent; one a crash left there is dropped when next met, like any stale entry)."""
+    if rec.token is not None:
+        remove(directory / _HELD / _entry(rec))
+    _remove_receipt(directory, rec.path, rec, keep_dir=rec.path.parent == fresh.path.parent)
 
 
 # ------------------------------------------------------------------ finding

@@ -156,6 +156,10 @@ def check_directory(directory: Path, what: str = "receipt directory") -> None:
         raise UsageError(f"{what} {directory} does not exist") from None
     except OSError as exc:
         raise StoreError(f"cannot inspect the {what} {directory}: {exc.strerror}") from None
+    _judge_directory(directory, st, what)
+
+
+def _judge_directory(directory: Path, st: os.stat_result, what: str) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise UsageError(f"{what} {directory} is a symbolic link; refusing it")
     if not stat.S_ISDIR(st.st_mode):
@@ -171,6 +175,15 @@ def check_directory(directory: Path, what: str = "receipt directory") -> None:
 
 def private_dir(directory: Path, what: str = "receipt directory") -> None:
     """Make ``directory`` (0700) if it is missing, then check it (:func:`check_directory`)."""
+    try:  # (one look when it is there, as it nearly always is)
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot inspect the {what} {directory}: {exc.strerror}") from None
+    else:
+        _judge_directory(directory, st, what)
+        return
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     except FileExistsError:
@@ -233,7 +246,11 @@ def read(path: Path) -> Receipt:
             )
         if st.st_uid != os.getuid():
             raise ReceiptError(f"receipt {path} belongs to another user; it is not trusted")
-        raw = os.read(fd, MAX_RECEIPT_BYTES + 1)
+        # (what the file holds, and one byte more to see it is all: no 1 MiB buffer a read)
+        want = min(st.st_size, MAX_RECEIPT_BYTES) + 1
+        raw = os.read(fd, want)
+        if len(raw) == want and want <= MAX_RECEIPT_BYTES:  # it grew since: read on
+            raw += os.read(fd, MAX_RECEIPT_BYTES + 1 - want)
         if len(raw) > MAX_RECEIPT_BYTES:
             raise ReceiptError(f"receipt {path} is over {MAX_RECEIPT_BYTES} bytes: not a receipt")
     finally:

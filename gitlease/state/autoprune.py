@@ -24,13 +24,22 @@ from . import guards
 
 #: How often writes start the retention pass in the background (``gitlease.autoPrune``).
 AUTO_PRUNE_SECONDS = 86_400.0
+#: How long a process that found the pass not due waits before it looks again.
+LOOK_AGAIN_SECONDS = 60.0
+#: By store: until when (on the monotonic clock) this process does not look again.
+_NOT_DUE: dict[Path, float] = {}
 #: Retention passes this process started and has not reaped yet (a library caller lives on).
 _BACKGROUND: list[subprocess.Popen[bytes]] = []
 
 
 def start_if_due(git_dir: Path, remote: str | None) -> None:
     """Start the pass on the store at ``git_dir`` (through ``remote``, if it has one) when
-    the last one started a day ago or more; a new store's first pass is due a day from now."""
+    the last one started a day ago or more; a new store's first pass is due a day from now.
+
+    A process that found it not due looks again only :data:`LOOK_AGAIN_SECONDS` later (every
+    write of the library or the MCP server asks; the pass is about once a day)."""
+    if time.monotonic() < _NOT_DUE.get(git_dir, 0.0):
+        return
     stamp = layout.last_prune(git_dir)
     now = time.time()
     try:
@@ -41,6 +50,9 @@ def start_if_due(git_dir: Path, remote: str | None) -> None:
     except OSError:
         return
     if -AUTO_PRUNE_SECONDS < age < AUTO_PRUNE_SECONDS:  # (far in the future: clock went back)
+        if len(_NOT_DUE) > 64:
+            _NOT_DUE.clear()
+        _NOT_DUE[git_dir] = time.monotonic() + min(LOOK_AGAIN_SECONDS, AUTO_PRUNE_SECONDS - age)
         return
     if _touch(stamp, now):
         _spawn(git_dir, remote)

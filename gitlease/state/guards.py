@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 from .._util.files import flock_taken, flocked
@@ -31,6 +32,7 @@ GUARD_WAIT_SECONDS = 2.0
 GUARD_ENV = "GITLEASE_GUARD"
 
 
+@lru_cache(maxsize=1024)  # (each decision names its guard several times)
 def guard_path(git_dir: Path, ref: str) -> Path:
     """The guard file of ``ref`` in the store at ``git_dir``."""
     digest = layout.ref_digest(ref)
@@ -160,6 +162,13 @@ def busy(path: Path) -> bool:
     wait for it and then be told HELD. A guard lent to this process is not busy for it:
     its own calls work under it (see the module's docstring)."""
     return flock_taken(path) and not held_by_ancestor(path)
+
+
+def contended(path: Path) -> bool:
+    """Whether an acquirer would have to wait for the guard at ``path`` now: another process
+    holds it, or an owned write waits for it (and goes first: :func:`hold`). A probe: it
+    takes nothing, creates nothing, and may be out of date as soon as it answers."""
+    return busy(path) or flock_taken(path.with_name(path.name + OWNER_SUFFIX))
 
 
 def delegation(path: Path) -> str:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import fcntl
 import os
 from contextlib import suppress
+from functools import lru_cache
 from pathlib import Path
 
 from .._util import sharing as perms
@@ -55,6 +56,7 @@ _READ = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
 _WRITE = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
+@lru_cache(maxsize=1024)  # (an acquire reads, then raises, the same mark)
 def mark_path(git_dir: Path, ref: str) -> Path:
     """The mark file of ``ref`` in the store at ``git_dir``."""
     digest = layout.ref_digest(ref)

@@ -92,6 +92,9 @@ class Store(ABC):
 
     #: The git remote that coordinates this store across hosts (None: none).
     remote: str | None = None
+    #: Whether what a read here shows is the truth itself (a remote store's refs are a
+    #: mirror that can be behind: a refusal waits for a fresh look, :meth:`recheck_refusal`).
+    reads_are_current = True
     #: The longest pause between the looks of a waiter that is first in line
     #: (:mod:`gitlease.claims.waiting`): a look here costs a ref read, so the resource goes
     #: to it soon after it frees.

@@ -89,8 +89,7 @@ def read(
     call (STORE if git cannot read the configuration). ``secret(entry)``: true when that
     entry must never be written to a cache file (a credential): nothing is cached then."""
     git_dir = Path(os.path.abspath(git_dir))
-    git = _which_git()
-    digest = _digest(git_dir, pattern, git)
+    git, digest = _key(git_dir, pattern)
     held = _MEMORY.get(digest)
     if held is not None and _still_valid(held, git_dir):
         return [e for e in held.entries if keep(e)]
@@ -102,7 +101,7 @@ def read(
     # read it, or just after, is told apart from one that was not by comparing the two)
     known = {name: _ident(name) for name in _default_files(git_dir, git)}
     before, read_at = time.time_ns(), time.monotonic_ns()
-    entries = _run(git_dir, pattern, git_env())
+    entries = _run(git_dir, pattern, git_env(), git)
     wanted = re.compile(pattern)
     matching = [e for e in entries if wanted.fullmatch(e[2])]
     found = [e for e in matching if keep(e)]
@@ -204,8 +203,10 @@ def _branch_state(git_dir: Path) -> list[str | None]:
 # ------------------------------------------------------------------ reading git
 
 
-def _run(git_dir: Path, pattern: str, env: dict[str, str]) -> list[Entry]:
-    args = ["git", "--git-dir", str(git_dir), "config", "--null", "--show-origin"]
+def _run(git_dir: Path, pattern: str, env: dict[str, str], git: str | None) -> list[Entry]:
+    """One ``git config`` call: the ``git`` the read's key names (:func:`_key`), so that the
+    answer kept is the one that git gives."""
+    args = [git or "git", "--git-dir", str(git_dir), "config", "--null", "--show-origin"]
     args += ["--show-scope", "--get-regexp", f"^({pattern.strip('^$')}|{_INCLUDES})$"]
     try:
         import subprocess  # (a command whose configuration is cached runs none)
@@ -321,6 +322,41 @@ def _include_target(value: str, source: str | None) -> str | None:
 # ------------------------------------------------------------------ the key
 
 
+def _key(git_dir: Path, pattern: str) -> tuple[str | None, str]:
+    """The ``git`` that ``PATH`` names and the digest of a read (:func:`_digest`), remembered
+    in this process: what the digest is computed from is checked each time (the variables,
+    and the git build by one ``stat``); only the walk along ``PATH`` is trusted for
+    :data:`RACY_SECONDS`, so a git installed earlier on the same ``PATH`` while a process
+    stays up (the MCP server, the board) is found as late as a file edit would be."""
+    env = os.environ
+    path, exec_path = env.get("PATH", os.defpath), env.get("GIT_EXEC_PATH")
+    now = time.monotonic_ns()
+    walked = _WHICH.get((path, exec_path))
+    if walked is None or now - walked[1] >= int(RACY_SECONDS * 1e9):
+        if len(_WHICH) > 16:
+            _WHICH.clear()
+        walked = _WHICH[(path, exec_path)] = (_which_git(), now)
+    git = walked[0]
+    named = tuple((k, env[k]) for k in _ENV if k in env)
+    if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
+        named += tuple(sorted((k, v) for k, v in env.items() if _ENV_NUMBERED.fullmatch(k)))
+    build = _build(git)
+    memo = (str(git_dir), pattern, git, None if build is None else tuple(build), named)
+    digest = _DIGESTS.get(memo)
+    if digest is None:
+        if len(_DIGESTS) > 64:
+            _DIGESTS.clear()
+        digest = _DIGESTS[memo] = _digest(git_dir, pattern, git, build)
+    return git, digest
+
+
+#: This process's walks along ``PATH`` for git: (PATH, GIT_EXEC_PATH) -> (git, when).
+_WHICH: dict[tuple[str, str | None], tuple[str | None, int]] = {}
+#: This process's digests, by everything each is computed from (values included: the memory
+#: of this process already holds the environment).
+_DIGESTS: dict[tuple[object, ...], str] = {}
+
+
 def _which_git() -> str | None:
     """The ``git`` that ``PATH`` names (in a hook, git's exec path comes first: one look)."""
     path = os.environ.get("PATH", os.defpath)
@@ -343,9 +379,9 @@ def _build(git: str | None) -> list[int] | None:
     return None if ident is None or len(ident) < 6 else [ident[2], ident[3]]
 
 
-def _digest(git_dir: Path, pattern: str, git: str | None) -> str:
+def _digest(git_dir: Path, pattern: str, git: str | None, build: list[int] | None) -> str:
     """A digest of what the answer depends on besides files (values never stored: a
-    ``GIT_CONFIG_VALUE_n`` may be a secret)."""
+    ``GIT_CONFIG_VALUE_n`` may be a secret). ``build``: :func:`_build` of ``git``."""
     env = os.environ
     named = {k: env[k] for k in _ENV if k in env}
     if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
@@ -355,7 +391,7 @@ def _digest(git_dir: Path, pattern: str, git: str | None) -> str:
         "git_dir": str(git_dir),
         "pattern": pattern,
         "env": sorted(named.items()),
-        "git": _build(git),
+        "git": build,
         "home": os.path.expanduser("~"),
     }
     return sha256(json.dumps(key).encode("utf-8", "surrogateescape")).hexdigest()[:32]

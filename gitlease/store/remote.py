@@ -51,6 +51,7 @@ class RemoteStore(Store):
     remote: str
     #: Each look of a waiter first in line fetches: at most one every second.
     wait_poll_seconds = 1.0
+    reads_are_current = False
 
     def __init__(
         self, location: Location, remote: str, reason: str, *, one_shot: bool = False

@@ -198,16 +198,43 @@ def test_held_names_contention(cli, repo: Path, tmp_path: Path) -> None:
     assert cli("acquire", resource).code == 0
 
 
-def test_held_names_a_long_holder_of_the_guard(cli, repo: Path) -> None:
-    assert cli("acquire", "warm/0").code == 0  # makes the store
-    path, _ = _guard(repo, "long/1")
+def _refused_while_the_guard_is_held(cli, repo: Path, resource: str) -> str:
+    """HELD's message for an acquire of ``resource`` while this test holds its guard."""
+    path, _ = _guard(repo, resource)
     fd = _hold(path)
     try:
-        got = cli("acquire", "long/1", "--json")
+        got = cli("acquire", resource, "--json")
     finally:
         os.close(fd)
     assert got.code == 3, got
-    message = got.json["error"]["message"]
+    return str(got.json["error"]["message"])
+
+
+def test_held_names_a_long_holder_of_the_guard(cli, repo: Path) -> None:
+    assert cli("acquire", "warm/0").code == 0  # makes the store
+    message = _refused_while_the_guard_is_held(cli, repo, "long/1")
     # the kernel names the holder: this test's process
     assert f"held by process {os.getpid()} for all of" in message, message
     assert cli("acquire", "long/1").code == 0
+
+
+def test_a_held_resource_whose_guard_is_taken_is_refused_from_a_look_without_it(
+    cli, repo: Path
+) -> None:
+    """An acquire that finds the guard taken looks at the store without it first: a claim
+    that is held answers HELD naming its holder at once, not after the guard's wait."""
+    assert cli("acquire", "busy/1", "--owner", "first").code == 0
+    message = _refused_while_the_guard_is_held(cli, repo, "busy/1")
+    assert "first" in message and "guard" not in message, message
+
+
+def test_an_uncontended_acquire_reads_its_resource_once(store, monkeypatch) -> None:
+    """Nobody else deciding about the resource: the look under its guard is the only one
+    (a second, unguarded look would only refuse sooner what the guarded one refuses)."""
+    import gitlease
+
+    reads: list[str] = []
+    read = store.read
+    monkeypatch.setattr(store, "read", lambda ref: reads.append(ref) or read(ref))
+    gitlease.acquire(store, "once/1", ttl="5m", bind=False)
+    assert reads == ["refs/worklease/once/1.lease"], reads

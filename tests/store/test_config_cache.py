@@ -185,3 +185,41 @@ def test_an_edit_while_git_reads_is_never_kept_in_memory(repo, monkeypatch) -> N
     edit_once_git_has_read(monkeypatch, lambda: git("config", "gitlease.remote", "x", cwd=repo))
     assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == []  # read before the edit
     assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == ["gitlease.remote"]
+
+
+def test_one_process_follows_the_environment_and_a_git_put_earlier_on_path(
+    repo, counted, monkeypatch, tmp_path
+) -> None:
+    """Within one process the walk along PATH for git and the digest of the environment are
+    remembered: a variable that changes what git reads changes the answer at once, and a git
+    installed earlier on the same PATH is used once the racy window is over."""
+    env, log = counted
+    earlier = tmp_path / "earlier-bin"  # on PATH before the counted git, empty for now
+    earlier.mkdir()
+    monkeypatch.setenv("PATH", f"{earlier}{os.pathsep}{env['PATH']}")
+    git_dir = repo / ".git"
+    pattern = r"gitlease\..*"
+
+    def keys() -> list[str]:
+        return [key for _, _, key, _ in gitconfig.read(git_dir, pattern)]
+
+    assert keys() == []
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "gitlease.trailers")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    assert keys() == ["gitlease.trailers"]
+    monkeypatch.delenv("GIT_CONFIG_COUNT")
+    assert keys() == []
+    git("config", "gitlease.remote", "x", cwd=repo)
+    other_log = tmp_path / "other.log"
+    real = shutil.which("git", path=os.environ["PATH"].split(os.pathsep, 1)[1])
+    (earlier / "git").write_text(f'#!/bin/sh\necho "$*" >> "{other_log}"\nexec "{real}" "$@"\n')
+    (earlier / "git").chmod(0o755)
+    calls = _config_calls(log)
+    assert keys() == ["gitlease.remote"]
+    assert not other_log.exists(), "within the racy window: the git found before"
+    assert _config_calls(log) == calls + 1
+    later = gitconfig.time.monotonic_ns() + int(gitconfig.RACY_SECONDS * 1e9)
+    monkeypatch.setattr(gitconfig.time, "monotonic_ns", lambda: later)
+    assert keys() == ["gitlease.remote"]
+    assert _config_calls(other_log) == 1, "then the git now first on PATH"
