@@ -196,9 +196,13 @@ def _contended(store: Store, request: AcquireRequest) -> bool:
     """Whether to look before taking the guards: a guard is taken now (or an owner's write
     waits for it, and goes first), so the answer may well be HELD, which a look without the
     guard gives at once; or the store's view can be behind (a remote's mirror), and a refusal
-    needs a fresh look, which is not made under the guards. Otherwise the look under the
-    guards is the only one: an uncontended acquire reads each member once."""
-    if not store.reads_are_current:
+    needs a fresh look, which is not made under the guards; or the acquire waits for
+    something else once it holds the resources' guards, before it judges (the store-wide
+    scope guard, up to half a minute; an explicit receipt's lock): a held resource is then
+    refused at once instead of its guard being kept from its holder's heartbeat and release
+    meanwhile. Otherwise the look under the guards is the only one: an uncontended acquire
+    reads each member once."""
+    if not store.reads_are_current or request.paths is not None or request.receipt is not None:
         return True
     return any(guards_mod.contended(store.guard_path(ref)) for ref in request.refs)
 

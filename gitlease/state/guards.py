@@ -167,7 +167,9 @@ def busy(path: Path) -> bool:
 def contended(path: Path) -> bool:
     """Whether an acquirer would have to wait for the guard at ``path`` now: another process
     holds it, or an owned write waits for it (and goes first: :func:`hold`). A probe: it
-    takes nothing, creates nothing, and may be out of date as soon as it answers."""
+    creates nothing and keeps nothing (it tries the lock and lets go at once, so a caller's
+    single try at that instant may find it busy and wait its turn), and it may be out of date
+    as soon as it answers."""
     return busy(path) or flock_taken(path.with_name(path.name + OWNER_SUFFIX))
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -266,6 +265,8 @@ def stop(git_dir: Path, claims: Iterable[tuple[str, str]]) -> list[int]:
     for keeper in legacy:
         # checked again just before: never signal a pid that moved on
         if keeper.alive and provably_keepalive(keeper, []):
+            import signal  # (only here: every read that shows keepalives imports this module)
+
             with contextlib.suppress(OSError):
                 os.kill(keeper.pid, signal.SIGTERM)
     waited = [*ending, *legacy]

@@ -94,6 +94,8 @@ class Store(ABC):
     remote: str | None = None
     #: Whether what a read here shows is the truth itself (a remote store's refs are a
     #: mirror that can be behind: a refusal waits for a fresh look, :meth:`recheck_refusal`).
+    #: A store whose :meth:`recheck_refusal` can bring it up to date sets this False: an
+    #: acquire then always looks before taking the guards, where that fresh look is made.
     reads_are_current = True
     #: The longest pause between the looks of a waiter that is first in line
     #: (:mod:`gitlease.claims.waiting`): a look here costs a ref read, so the resource goes
@@ -201,7 +203,8 @@ class Store(ABC):
     def recheck_refusal(self) -> bool:
         """Before refusing from what this store last read: bring it up to date if it can be
         behind, and say whether it did (then the caller judges again). Here the refs are
-        the truth itself: False."""
+        the truth itself: False. (A store that can be behind says so with
+        :attr:`reads_are_current` too.)"""
         return False
 
     def outcome_readable(self, error: BaseException) -> bool:

@@ -327,20 +327,30 @@ def _key(git_dir: Path, pattern: str) -> tuple[str | None, str]:
     in this process: what the digest is computed from is checked each time (the variables,
     and the git build by one ``stat``); only the walk along ``PATH`` is trusted for
     :data:`RACY_SECONDS`, so a git installed earlier on the same ``PATH`` while a process
-    stays up (the MCP server, the board) is found as late as a file edit would be."""
+    stays up (the MCP server, the board) is found as late as a file edit would be. Not
+    remembered: a walk along a ``PATH`` with a relative folder (it depends on the working
+    directory), a git gone since, and a digest of ``GIT_CONFIG_COUNT`` or
+    ``GIT_CONFIG_PARAMETERS`` variables (their values may be credentials: they are hashed
+    and forgotten, as for the cache file)."""
     env = os.environ
     path, exec_path = env.get("PATH", os.defpath), env.get("GIT_EXEC_PATH")
     now = time.monotonic_ns()
     walked = _WHICH.get((path, exec_path))
     if walked is None or now - walked[1] >= int(RACY_SECONDS * 1e9):
-        if len(_WHICH) > 16:
-            _WHICH.clear()
-        walked = _WHICH[(path, exec_path)] = (_which_git(), now)
+        walked = (_which_git(), now)
+        if all(os.path.isabs(folder) for folder in path.split(os.pathsep)):
+            if len(_WHICH) > 16:
+                _WHICH.clear()
+            _WHICH[(path, exec_path)] = walked
     git = walked[0]
-    named = tuple((k, env[k]) for k in _ENV if k in env)
-    if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
-        named += tuple(sorted((k, v) for k, v in env.items() if _ENV_NUMBERED.fullmatch(k)))
     build = _build(git)
+    if git is not None and build is None:  # (gone since the walk: walk again)
+        _WHICH.pop((path, exec_path), None)
+        git = _which_git()
+        build = _build(git)
+    if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
+        return git, _digest(git_dir, pattern, git, build)
+    named = tuple((k, env[k]) for k in _ENV if k in env)
     memo = (str(git_dir), pattern, git, None if build is None else tuple(build), named)
     digest = _DIGESTS.get(memo)
     if digest is None:
@@ -352,8 +362,9 @@ def _key(git_dir: Path, pattern: str) -> tuple[str | None, str]:
 
 #: This process's walks along ``PATH`` for git: (PATH, GIT_EXEC_PATH) -> (git, when).
 _WHICH: dict[tuple[str, str | None], tuple[str | None, int]] = {}
-#: This process's digests, by everything each is computed from (values included: the memory
-#: of this process already holds the environment).
+#: This process's digests, by everything each is computed from (the variables' values
+#: included, which the environment of this process holds anyway; never a numbered
+#: ``GIT_CONFIG_*`` value or ``GIT_CONFIG_PARAMETERS``: see :func:`_key`).
 _DIGESTS: dict[tuple[object, ...], str] = {}
 
 

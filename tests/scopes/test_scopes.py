@@ -304,3 +304,33 @@ def test_wait_takes_the_scope_once_its_holder_releases(cli, repo) -> None:
             waiter.kill()
     assert waiter.returncode == 0, (out, err)
     assert '"waiter"' in out
+
+
+def test_a_scoped_acquire_of_a_held_resource_never_keeps_its_guard_from_the_holder(
+    cli, worktrees, tmp_path: Path
+) -> None:
+    """The store-wide scope guard is waited for (up to half a minute) with the resources'
+    guards held: a scoped acquire of a held resource is refused from a look before those
+    guards, naming the holder at once, so the holder's heartbeat and release never wait on
+    it (they failed with HELD after 10 s while it waited)."""
+    import fcntl
+
+    from conftest import store_path
+
+    from gitlease.scopes.index import guard_path
+
+    a, b = worktrees
+    assert cli("acquire", "res/x", "--owner", "first-holder", cwd=a).code == 0
+    scope_guard = guard_path(store_path(a))
+    scope_guard.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(scope_guard, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another acquire's scope decision, taking its time
+        got = cli("acquire", "res/x", "--paths", "docs/**", "--json", cwd=b)
+        assert cli("heartbeat", "res/x", cwd=a).code == 0, "the holder's guard was free"
+    finally:
+        os.close(fd)
+    assert got.code == 3, got
+    message = got.json["error"]["message"]
+    assert "first-holder" in message and "scope" not in message, message
+    assert cli("release", "res/x", cwd=a).code == 0

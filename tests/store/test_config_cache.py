@@ -223,3 +223,52 @@ def test_one_process_follows_the_environment_and_a_git_put_earlier_on_path(
     monkeypatch.setattr(gitconfig.time, "monotonic_ns", lambda: later)
     assert keys() == ["gitlease.remote"]
     assert _config_calls(other_log) == 1, "then the git now first on PATH"
+
+
+_REAL_GIT = os.path.realpath(shutil.which("git") or "git")
+
+
+def _reads(log: Path) -> int:
+    """How many configuration reads (gitlease's ``--get-regexp``) a logging git ran."""
+    return log.read_text().count("--get-regexp") if log.exists() else 0
+
+
+def _logging_git(folder: Path, log: Path) -> None:
+    """A ``git`` in ``folder`` that logs each call to ``log`` and runs the real one."""
+    real = _REAL_GIT
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "git").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    (folder / "git").chmod(0o755)
+
+
+def test_a_relative_path_folder_and_a_git_gone_are_never_remembered(
+    repo, monkeypatch, tmp_path
+) -> None:
+    """A relative folder on PATH names another git after a change of directory, and a git
+    removed since the walk is not run: the next git on PATH reads instead."""
+    git_dir = repo / ".git"
+    pattern = r"gitlease\..*"
+    logs = {name: tmp_path / f"{name}.log" for name in ("x", "y", "first", "second")}
+    for name in ("x", "y"):
+        _logging_git(tmp_path / name / "bin", logs[name])
+    monkeypatch.setenv("PATH", f"bin{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path / "x")
+    gitconfig.read(git_dir, pattern)
+    monkeypatch.chdir(tmp_path / "y")
+    (tmp_path / "y" / "bin" / "git").write_text(
+        (tmp_path / "y" / "bin" / "git").read_text() + "# another build\n"
+    )
+    gitconfig.read(git_dir, pattern)
+    assert _reads(logs["x"]) == 1 and _reads(logs["y"]) == 1
+    _logging_git(tmp_path / "first", logs["first"])
+    _logging_git(tmp_path / "second", logs["second"])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'first'}{os.pathsep}{tmp_path / 'second'}")
+    git("config", "gitlease.remote", "a", cwd=repo)
+    assert [k for _, _, k, _ in gitconfig.read(git_dir, pattern)] == ["gitlease.remote"]
+    assert _reads(logs["first"]) == 1
+    (tmp_path / "first" / "git").unlink()
+    _logging_git(tmp_path / "second", logs["second"])
+    git("config", "gitlease.trailers", "true", cwd=repo)
+    keys = [k for _, _, k, _ in gitconfig.read(git_dir, pattern)]
+    assert keys == ["gitlease.remote", "gitlease.trailers"], keys
+    assert _reads(logs["second"]) == 1, "the git now first on PATH read it"

@@ -54,6 +54,18 @@ def test_the_remote_side_uses_no_private_name_of_the_local_store() -> None:
                 assert all(not a.name.startswith("_") for a in node.names), (name, node.lineno)
 
 
+def test_a_store_that_can_be_behind_says_so_to_the_acquire() -> None:
+    """An acquire skips its look before the guards when the store's reads are the truth
+    itself; a store whose refusals wait for a fresh look (``recheck_refusal``) must say its
+    reads can be behind, or a stale view would answer HELD with no fresh look."""
+    import memstore
+
+    kinds = [LocalStore, RemoteStore, memstore.MemoryStore]
+    for kind in kinds:
+        rechecks = kind.recheck_refusal is not Store.recheck_refusal
+        assert kind.reads_are_current is not rechecks, kind
+
+
 def test_a_remote_store_is_no_local_store_by_class() -> None:
     assert LocalStore not in RemoteStore.__mro__
     assert RemoteStore not in LocalStore.__mro__
