@@ -348,15 +348,15 @@ def _key(git_dir: Path, pattern: str) -> tuple[str | None, str]:
         _WHICH.pop((path, exec_path), None)
         git = _which_git()
         build = _build(git)
+    named = _named_env()
     if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
-        return git, _digest(git_dir, pattern, git, build)
-    named = tuple((k, env[k]) for k in _ENV if k in env)
+        return git, _digest(git_dir, pattern, build, named)
     memo = (str(git_dir), pattern, git, None if build is None else tuple(build), named)
     digest = _DIGESTS.get(memo)
     if digest is None:
         if len(_DIGESTS) > 64:
             _DIGESTS.clear()
-        digest = _DIGESTS[memo] = _digest(git_dir, pattern, git, build)
+        digest = _DIGESTS[memo] = _digest(git_dir, pattern, build, named)
     return git, digest
 
 
@@ -390,18 +390,28 @@ def _build(git: str | None) -> list[int] | None:
     return None if ident is None or len(ident) < 6 else [ident[2], ident[3]]
 
 
-def _digest(git_dir: Path, pattern: str, git: str | None, build: list[int] | None) -> str:
-    """A digest of what the answer depends on besides files (values never stored: a
-    ``GIT_CONFIG_VALUE_n`` may be a secret). ``build``: :func:`_build` of ``git``."""
+def _named_env() -> tuple[tuple[str, str], ...]:
+    """The variables that change what git reads, sorted by name (the numbered
+    ``GIT_CONFIG_KEY_n``/``VALUE_n`` too when ``GIT_CONFIG_COUNT`` or ``GIT_CONFIG_PARAMETERS``
+    says they count)."""
     env = os.environ
     named = {k: env[k] for k in _ENV if k in env}
     if "GIT_CONFIG_COUNT" in env or "GIT_CONFIG_PARAMETERS" in env:
         named.update((k, v) for k, v in env.items() if _ENV_NUMBERED.fullmatch(k))
+    return tuple(sorted(named.items()))
+
+
+def _digest(
+    git_dir: Path, pattern: str, build: list[int] | None, named: tuple[tuple[str, str], ...]
+) -> str:
+    """A digest of what the answer depends on besides files (values never stored: a
+    ``GIT_CONFIG_VALUE_n`` may be a secret). ``build``: :func:`_build` of the git that reads;
+    ``named``: :func:`_named_env`."""
     key = {
         "v": _VERSION,
         "git_dir": str(git_dir),
         "pattern": pattern,
-        "env": sorted(named.items()),
+        "env": named,
         "git": build,
         "home": os.path.expanduser("~"),
     }

@@ -272,3 +272,14 @@ def test_a_relative_path_folder_and_a_git_gone_are_never_remembered(
     keys = [k for _, _, k, _ in gitconfig.read(git_dir, pattern)]
     assert keys == ["gitlease.remote", "gitlease.trailers"], keys
     assert _reads(logs["second"]) == 1, "the git now first on PATH read it"
+
+
+def test_a_config_value_from_the_environment_is_never_kept_in_memory(repo, monkeypatch) -> None:
+    """``GIT_CONFIG_VALUE_n`` may be a credential: the process's memory of its reads keeps
+    the answer's digest, never the value itself."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "gitlease.remote")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "https://agent:s3cr3t-value@example.com/x.git")
+    found = gitconfig.read(repo / ".git", r"gitlease\..*")
+    assert [k for _, _, k, _ in found] == ["gitlease.remote"]
+    assert "s3cr3t-value" not in repr(gitconfig._DIGESTS) + repr(gitconfig._WHICH)
