@@ -2,7 +2,8 @@
 """11. The cost of an acquire and a release through a resident `gitlease mcp`, in one run
 beside the raw pygit2 cycle (two blob writes and two locked ref updates, fsynced as an
 acquire is, and not), the bare library calls (`gitlease.api.lease.acquire` + `release` in
-this process) and the CLI's `gitlease acquire` + `gitlease release` (two processes).
+this process) and the CLI's `gitlease acquire` + `gitlease release` (two processes), in a
+repository with gitlease's commit hooks installed.
 
 The server is spawned once, as a harness does, and spoken to through the MCP SDK's own
 stdio client; its calls run the CLI's own commands in its process (docs/design.md, the MCP
@@ -96,10 +97,21 @@ def raw_cycles(git_dir: Path) -> tuple[Any, Any]:
     return raw, raw_synced
 
 
+def _hooked(repo: Path) -> Path:
+    """``repo`` with gitlease's commit hooks installed, as an agent's worktree has them: an
+    acquire that binds looks at them (a repository without them answers from the folder's
+    listing alone)."""
+    import subprocess
+
+    subprocess.run([*GITLEASE, "hooks", "install"], cwd=repo, env=ENV, check=True,
+                   capture_output=True)  # fmt: skip
+    return repo
+
+
 async def bench(repeat: int, other: str | None) -> None:
     import subprocess
 
-    repo = make_repo()
+    repo = _hooked(make_repo())
     os.chdir(repo)
     from gitlease.api.lease import acquire, release
     from gitlease.store.location import open_store
@@ -123,7 +135,7 @@ async def bench(repeat: int, other: str | None) -> None:
     sessions: dict[str, tuple[ClientSession, int]] = {}
     async with contextlib.AsyncExitStack() as stack:
         for name, env in servers.items():
-            where = repo if name == "mcp" else make_repo()
+            where = repo if name == "mcp" else _hooked(make_repo())
             pidfile = where.parent / "server.pid"
             params = StdioServerParameters(
                 command="/bin/sh",

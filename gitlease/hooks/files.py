@@ -12,6 +12,8 @@ No pygit2 and no click here.
 
 from __future__ import annotations
 
+import functools
+import os
 import shlex
 from pathlib import Path
 
@@ -19,13 +21,18 @@ from .._util.files import atomic_write
 
 #: The word in the first lines of every hook program gitlease installs.
 MARKER = "gitlease-managed-hook"
+#: How much of a hook file is read.
+_HEAD = 1 << 20
 #: How far into a file the marker is looked for (it is on the second line).
 _MARKER_WITHIN = 600
 
 
+@functools.lru_cache(maxsize=8)
 def program(name: str, placeholder: str, variable: str, python: str) -> str:
     """The hook program ``name`` from the project's ``hooks/`` folder, its ``placeholder``
-    line replaced so that it runs ``python``."""
+    line replaced so that it runs ``python``. Read once a process: it is a file of the
+    package this process runs (a resident server compares it with the hooks on every
+    ``acquire``)."""
     from importlib.resources import files
 
     text = (files("gitlease.resources") / name).read_text(encoding="utf-8")
@@ -36,7 +43,8 @@ def read_head(path: Path) -> str | None:
     """The start of a hook file (its first MiB) as text, or None if it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return f.read(1 << 20).decode("utf-8", "replace")
+            size = os.fstat(f.fileno()).st_size  # (a buffer of the file's size, not a MiB)
+            return f.read(min(size, _HEAD) if size else _HEAD).decode("utf-8", "replace")
     except OSError:
         return None
 

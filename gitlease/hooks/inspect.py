@@ -6,6 +6,7 @@ docs/howto/hook-managers.md for what each configuration checks.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -99,7 +100,10 @@ def _pre_commit_runs_check(top: Path, script: str, name: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=32)
 def _pinned_python(text: str) -> str | None:
+    """The Python a gitlease hook program runs (remembered by its text: a resident server
+    looks at the same few hook files on every ``acquire``)."""
     found = re.search(r"^gitlease_python=(.*)$", text, re.MULTILINE)
     if not found:
         return None
@@ -110,8 +114,9 @@ def _pinned_python(text: str) -> str | None:
     return words[0] if words else None
 
 
+@functools.lru_cache(maxsize=32)
 def _program(text: str) -> str:
-    """The hook program without the line that pins its Python."""
+    """The hook program without the line that pins its Python (remembered by its text)."""
     return re.sub(r"^gitlease_python=.*$", "", text, count=1, flags=re.MULTILINE)
 
 

@@ -89,3 +89,22 @@ def test_hooks_installed_by_0_2_0_keep_working(repo: Path) -> None:
     assert "outdated" in status.out + status.err, status
     assert run_cli("hooks", "install", cwd=repo).code == 0
     assert all(" -E -P -m gitlease." in h.read_text() for h in hooks)
+
+
+def test_a_hook_file_is_read_up_to_its_first_mib(tmp_path: Path) -> None:
+    """``read_head`` reads a buffer of the file's size, never more than a MiB, and a file
+    whose size a stat does not tell (empty here) to its end."""
+    from gitlease.hooks.files import read_head
+
+    small = tmp_path / "small"
+    small.write_bytes(b"#!/bin/sh\n")
+    assert read_head(small) == "#!/bin/sh\n"
+    big = tmp_path / "big"
+    big.write_bytes(b"a" * (1 << 20) + b"TAIL")
+    head = read_head(big)
+    assert head is not None and len(head) == 1 << 20 and "TAIL" not in head
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert read_head(empty) == ""
+    assert read_head(tmp_path / "missing") is None
+    assert read_head(tmp_path) is None  # a folder

@@ -262,6 +262,25 @@ def test_the_hooks_folder_is_looked_at_on_every_call(here: Path):
     assert hooks.looked == looked + 1
 
 
+def test_a_hook_edited_in_place_is_seen_on_the_next_call(here: Path):
+    """What a hook program says is remembered by its text only: the same file, its pinned
+    Python edited to one that is gone (then back), answers from what it says now."""
+    hooks = WarmHooks()
+    assert run_cli("hooks", "install", cwd=here).code == 0
+    first = hooks.commit_check(here)
+    assert first is not None and first.in_effect is True
+    path = first.location.path / "pre-commit"
+    text = path.read_text()
+    pinned = next(line for line in text.splitlines() if line.startswith("gitlease_python="))
+    path.write_text(text.replace(pinned, "gitlease_python=/nonexistent/python3"))
+    broken = hooks.commit_check(here)
+    assert broken is not None and broken.in_effect is False
+    assert any("/nonexistent/python3" in p for p in broken.problems), broken.problems
+    path.write_text(text)
+    again = hooks.commit_check(here)
+    assert again is not None and again.in_effect is True, again.problems
+
+
 def test_a_hooks_folder_an_edit_overtook_is_not_kept(
     here: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
