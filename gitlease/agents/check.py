@@ -29,26 +29,43 @@ REQUIRE_ADVICE = (
     "Claim the work first: `gitlease acquire RESOURCE` (or `gitlease acquire --first-free`) "
     "binds this worktree; then edit."
 )
+#: A file another claim reserves (its path scope, or its holder's worktree): nothing of this
+#: agent's to re-acquire; the file is the holder's.
+OTHERS_ADVICE = (
+    "Those files are another agent's (`gitlease who PATH` names the claim and its holder): "
+    "leave them to it, and edit other files or choose other work."
+)
 
 
 class Worktree:
     """The edited files of one worktree, relative to its top, and what stops their edit;
     ``internal``: edited files inside its git directory (its hooks, its config), shown as
-    the path given, judged by the worktree's claims but by no path scope."""
+    the path given, judged by the worktree's claims but by no path scope. ``own``: what is
+    wrong with the worktree's own claims (re-acquiring mends it); ``others``: why the files
+    are another claim's (nothing to re-acquire: they are its holder's)."""
 
-    __slots__ = ("git_dir", "internal", "paths", "problems", "top")
+    __slots__ = ("git_dir", "internal", "others", "own", "paths", "top")
 
     def __init__(self, git_dir: Path, top: Path) -> None:
         self.git_dir = git_dir
         self.top = top
         self.paths: list[str] = []
         self.internal: list[str] = []
-        self.problems: list[str] = []
+        self.own: list[str] = []
+        self.others: list[str] = []
+
+    @property
+    def problems(self) -> list[str]:
+        """Every reason the edit is denied, as the model reads them."""
+        return [*self.others, *self.own]
 
 
-def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> list[str]:
+def problems(
+    git_dir: Path, paths: list[str], *, top: Path | None = None
+) -> tuple[list[str], list[str]]:
     """Why the edit of ``paths`` (relative to the worktree's top folder ``top``) in the
-    worktree whose private git dir is ``git_dir`` must be denied; empty: let it be.
+    worktree whose private git dir is ``git_dir`` must be denied: (what is wrong with its
+    own claims, which paths another claim's scope reserves); both empty: let it be.
 
     The one place every reason to deny an edit is asked for: the worktree's own claims
     (the commit check's judgement), and each path inside a live path scope of a claim this
@@ -58,7 +75,7 @@ def problems(git_dir: Path, paths: list[str], *, top: Path | None = None) -> lis
 
     opened: list[Store] = []  # (the store the claim check opens, for the scope check too)
     own = hookcheck.worktree_problems(git_dir, top, opened=opened)
-    return [*own, *foreign_scope_problems(git_dir, paths, store=opened[0] if opened else None)]
+    return own, foreign_scope_problems(git_dir, paths, store=opened[0] if opened else None)
 
 
 def locate(cwd: Path, path: str) -> tuple[Path, Path, str | None] | None:
@@ -127,17 +144,20 @@ def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
     denied = []
     for wt in found:
         try:
-            wt.problems = problems(wt.git_dir, wt.paths, top=wt.top)
+            wt.own, wt.others = problems(wt.git_dir, wt.paths, top=wt.top)
         except Exception as exc:  # fail closed on anything unexpected, as the commit check
-            wt.problems = [
+            wt.own = [
                 f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"
             ]
         if own is not None and wt.git_dir != own and bindings_mod.bindings(wt.git_dir):
-            wt.problems.insert(
-                0,
+            # (its claims are that agent's: nothing here for this agent to re-acquire)
+            wt.others = [
                 "the file lies in another agent's worktree, which is bound to a claim: only "
                 "that worktree's agent edits it",
-            )
+                *wt.others,
+                *wt.own,
+            ]
+            wt.own = []
         if wt.problems:
             denied.append(wt)
     return denied
@@ -164,10 +184,16 @@ def deny_reason(denied: list[Worktree]) -> str:
         top = printable(str(wt.top))
         lines.append(f"gitlease denied the edit of {files} in the worktree {top}:")
         lines += [f"  - {printable(p)}" for p in wt.problems]
-    only_require = all(wt.problems == [hookcheck.REQUIRE_PROBLEM] for wt in denied)
-    advice = REQUIRE_ADVICE if only_require else hookcheck.ADVICE
+    own = [p for wt in denied for p in wt.own]
+    advice = []
+    if own:
+        advice.append(
+            REQUIRE_ADVICE if set(own) == {hookcheck.REQUIRE_PROBLEM} else hookcheck.ADVICE
+        )
+    if any(wt.others for wt in denied):
+        advice.append(OTHERS_ADVICE)
     lines.append(
-        f"Next step: {advice} Do not retry the edit before that: it would be refused "
-        "again, and so would its commit."
+        f"Next step: {' '.join(advice)} Do not retry the edit before that: it would be "
+        "refused again, and so would its commit."
     )
     return "\n".join(lines)

@@ -44,14 +44,19 @@ def session_context(cwd: Path) -> str | None:
             "`gitlease acquire --first-free - --ttl 15m` with candidates on stdin); "
             "`gitlease free` lists what is free."
         )
-    lines = [f"gitlease: this worktree ({where}) holds these claims:"]
+    lines = [
+        f"gitlease: this worktree ({where}) holds these claims:"
+        if held
+        else f"gitlease: this worktree ({where}) holds no live claim now."
+    ]
     for claim in held:
         left = format_duration(claim.expires_in_ms or 0)
         record = claim.record
         ident = f"claim {printable(record.claim_id)}, " if record is not None else ""
         lines.append(f"  - {printable(claim.resource)} ({ident}{left} left)")
     if problems:
-        lines.append("and these are NOT held any more (edits and commits here are refused):")
+        lead = "and these are" if held else "It is bound to claims that are"
+        lines.append(f"{lead} NOT held any more (edits and commits here are refused):")
         lines += [f"  - {printable(p)}" for p in problems]
         lines.append(f"Next step: {hookcheck.ADVICE}")
     if held:

@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 from ..errors import UsageError
-from .specs import MARKER, Doc, FileSpec, hook_command, mcp_command
+from .specs import MARKER, Doc, FileSpec, hook_command, mcp_command, server_gone
 
 _TOML_BEGIN = "# gitlease-managed: begin (`gitlease agents uninstall codex` removes this block)"
 _TOML_END = "# gitlease-managed: end"
@@ -79,12 +79,14 @@ def _merge_json(spec: FileSpec, path: Path, doc: Doc, harness: str, python: str 
                 groups.append({"matcher": hook.matcher, "hooks": [entry]})
     if spec.mcp:
         servers = _table(doc, spec.mcp, path, spec.mcp)
+        command, args = mcp_command(python)
         if "gitlease" not in servers:
-            command, args = mcp_command(python)
             servers["gitlease"] = {"command": command, "args": args}
             if spec.path == ".mcp.json":
                 servers["gitlease"] = {"type": "stdio", **servers["gitlease"]}
             return True
+        if server_gone(servers["gitlease"]) is not None:  # its Python moved: follow it
+            servers["gitlease"].update({"command": command, "args": args})
     return False
 
 
@@ -183,9 +185,11 @@ def with_ours(
         added = _merge_json(spec, path, doc, harness, python)
         return _dump_json(doc), added
     servers = load_toml(path, data).get("mcp_servers")
-    if isinstance(servers, dict) and "gitlease" in servers:
-        return data or b"", False
     text = (data or b"").decode("utf-8")
+    if isinstance(servers, dict) and "gitlease" in servers:
+        if _TOML_BEGIN not in text or server_gone(servers["gitlease"]) is None:
+            return data or b"", False  # runs, or is the person's own: left as it is
+        text = _strip_toml_block(text)  # gitlease's block, its Python moved: written anew
     sep = "\n\n" if text and not text.endswith("\n") else ("\n" if text else "")
     if text.endswith("\n\n"):
         sep = ""
@@ -193,7 +197,7 @@ def with_ours(
 
 
 def has_ours(spec: FileSpec, data: bytes) -> bool:
-    """Whether the file's bytes hold gitlease's hooks (or, in TOML, its block)."""
+    """Whether the file's bytes hold gitlease's hooks or MCP server (in TOML, its block)."""
     if spec.toml:
         return _TOML_BEGIN.encode() in data
     try:
@@ -202,8 +206,8 @@ def has_ours(spec: FileSpec, data: bytes) -> bool:
         return False
     if not isinstance(doc, dict):
         return False
-    hooks, _mcp = json_state(spec, doc)
-    return any(v is not None for v in hooks.values())
+    hooks, mcp = json_state(spec, doc)
+    return any(v is not None for v in hooks.values()) or (spec.mcp is not None and mcp)
 
 
 def without_ours(spec: FileSpec, path: Path, data: bytes, mcp_added: bool) -> bytes:

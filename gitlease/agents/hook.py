@@ -57,7 +57,7 @@ def answer(harness: str, raw: bytes, cwd: Path | None = None) -> dict[str, Any] 
         checked = check.guarded(base)
         if checked is None:
             return None
-        checked.problems = [
+        checked.own = [
             f"the {harness} hook payload could not be read ({event.why}), and this worktree's "
             "edits are checked (it is bound to a claim, or gitlease.requireClaim is set): "
             "refusing the edit (fail closed)"

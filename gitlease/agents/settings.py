@@ -16,7 +16,8 @@ own hook entries are found again by their command (it runs ``gitlease.agents.hoo
 second install changes nothing. The first install keeps the original bytes and mode of each
 file (or that it did not exist) in the worktree's private git dir
 (``<git-dir>/worklease/agents/HARNESS.json``); ``uninstall`` puts them back byte for byte,
-or removes the file it created, when the file is still as gitlease left it. A file changed
+or removes the file it created (and the folder, if install made it), when the file is still
+as gitlease left it. A file changed
 since is edited instead: only gitlease's entries are taken out, everything else stays.
 A settings file that is not valid JSON (or TOML) is refused (USAGE) and nothing is written.
 """
@@ -86,11 +87,13 @@ def install(harness: str, cwd: Path | None = None, python: str | None = None) ->
     manifest = _read_manifest(git_dir, harness)
     # Read and merge every file before writing any: a refusal leaves all as they were.
     plans: list[tuple[FileSpec, Path, bytes | None, int | None, bytes, bool]] = []
+    folders: dict[Path, bool] = {}  # (whether each folder was there before any write)
     for spec in SPECS[harness]:
         path = top / spec.path
         data, mode = read_settings(path)
         new, added = with_ours(spec, path, data, harness, python)
         plans.append((spec, path, data, mode, new, added))
+        folders.setdefault(path.parent, path.parent.is_dir())
     report_changed = []
     for spec, path, data, mode, new, added in plans:
         entry = manifest["files"].get(spec.path)
@@ -101,6 +104,8 @@ def install(harness: str, cwd: Path | None = None, python: str | None = None) ->
                     "mode": mode,
                     "restore": "bytes",
                     "mcp_added": added,
+                    # uninstall removes the folder only if this install made it
+                    "folder_made": not folders[path.parent],
                 }
             else:  # changed by someone since gitlease wrote it: take out only its entries
                 entry = {**entry, "restore": "structural"}
@@ -139,7 +144,8 @@ def uninstall(harness: str, cwd: Path | None = None) -> Report:
             original = entry.get("original")
             if original is None:
                 path.unlink()
-                _remove_empty_parent(path, top)
+                if entry.get("folder_made") is True:
+                    _remove_empty_parent(path, top)
                 changed.append(f"removed {path} (gitlease created it)")
                 manifest["files"].pop(spec.path, None)
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,15 @@ def mcp_command(python: str | None = None) -> tuple[str, list[str]]:
     if script.is_file() and os.access(script, os.X_OK):
         return str(script), ["mcp"]
     return python, ["-m", "gitlease", "mcp"]
+
+
+def server_gone(server: object) -> str | None:
+    """The command of an MCP server entry when it cannot be run here (a Python removed, a
+    virtualenv rebuilt elsewhere), else None; an entry with no command (a URL) is not judged."""
+    command = server.get("command") if isinstance(server, dict) else None
+    if not isinstance(command, str) or shutil.which(command) is not None:
+        return None
+    return command
 
 
 def worktree(cwd: Path | None = None) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .entries import json_state, load_json, load_toml
-from .specs import SPECS, Doc, check_harness, worktree
+from .specs import SPECS, Doc, check_harness, server_gone, worktree
 
 
 def read_settings(path: Path) -> tuple[bytes | None, int | None]:
@@ -39,6 +39,8 @@ class FileReport:
     hooks: dict[str, str | None]
     mcp: bool | None  # None: this file registers no server
     problems: list[str]
+    switches: list[str] = field(default_factory=list)  # those of the problems that are
+    # the harness's own switch turning hooks off
 
     def to_dict(self) -> Doc:
         """As ``agents status --json`` prints it (docs/reference/json.md)."""
@@ -70,6 +72,22 @@ class Report:
         """Anything of gitlease's is in the settings."""
         return any(any(v for v in f.hooks.values()) or f.mcp for f in self.files)
 
+    @property
+    def fix(self) -> str | None:
+        """What to do when not in effect. Install writes gitlease's entries but never turns
+        the harness's own switch back on (it is the person's), so a switch is named as the
+        thing to change; re-running install would not help."""
+        if self.in_effect:
+            return None
+        install = f"gitlease agents install {self.harness}"
+        switches = [p for f in self.files for p in f.switches]
+        if not switches:
+            return install
+        turn_on = "take out the harness's switch that the problem names"
+        if all(p in f.switches for f in self.files for p in f.problems):
+            return turn_on
+        return f"{install}, then {turn_on}"
+
     def to_dict(self) -> Doc:
         """As ``agents status --json`` prints it (docs/reference/json.md)."""
         problems = [p for f in self.files for p in f.problems]
@@ -79,7 +97,7 @@ class Report:
             "in_effect": self.in_effect,
             "files": [f.to_dict() for f in self.files],
             "problems": problems,
-            "fix": None if not problems else f"gitlease agents install {self.harness}",
+            "fix": self.fix,
             "changed": list(self.changed),
         }
 
@@ -143,7 +161,8 @@ def status(harness: str, cwd: Path | None = None) -> Report:
                 mcp = found_mcp if spec.mcp else None
             except UsageError as exc:
                 problems.append(str(exc))
-        problems += [f"{spec.path}: {why}" for why in _switched_off(harness, doc)]
+        switches = [f"{spec.path}: {why}" for why in _switched_off(harness, doc)]
+        problems += switches
         for event, command in hooks.items():
             if command is None:
                 problems.append(f"{spec.path}: no gitlease hook on {event}")
@@ -156,5 +175,12 @@ def status(harness: str, cwd: Path | None = None) -> Report:
                 )
         if mcp is False:
             problems.append(f"{spec.path}: the gitlease MCP server is not registered")
-        files.append(FileReport(path, data is not None, hooks, mcp, problems))
+        elif mcp:
+            gone = server_gone(doc[spec.mcp or ""]["gitlease"])
+            if gone is not None:
+                problems.append(
+                    f"{spec.path}: the gitlease MCP server's command ({gone}) is gone: run "
+                    f"`gitlease agents install {harness}` again"
+                )
+        files.append(FileReport(path, data is not None, hooks, mcp, problems, switches))
     return Report(harness, top, files)

@@ -9,12 +9,15 @@ A claim can reserve files by path scopes (git wildmatch patterns, docs/howto/pat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from ..errors import GitleaseError
+from ..gitio.gitdirs import find_git_dir
 from ..scopes.lookup import covering
 from ..scopes.wildmatch import check_path
 from ..store.base import Store
 
-__all__ = ["covering", "who"]
+__all__ = ["covering", "folder_below_top", "who"]
 
 
 def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
@@ -29,3 +32,18 @@ def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
             for path, claims in covering(store, paths)
         ]
     }
+
+
+def folder_below_top(cwd: Path | None = None) -> str | None:
+    """The folder ``cwd`` (default: the current one) is in below its worktree's top, as a
+    path from the top (``src/lib``); None at the top or outside a worktree. Paths and path
+    scopes are read from the top wherever a command runs: a caller below it says so."""
+    try:
+        here = cwd or Path.cwd()
+        found = find_git_dir(here)
+        if found is None or found[1] is None:
+            return None
+        below = here.resolve().relative_to(found[1].resolve())
+    except (OSError, ValueError, GitleaseError):
+        return None
+    return below.as_posix() if below.parts else None

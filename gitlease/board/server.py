@@ -56,7 +56,7 @@ def loopback_address(host: str) -> str:
     if not address.is_loopback:
         raise UsageError(
             f"--host {host}: not a loopback address; the board listens on the loopback "
-            "interface only (127.0.0.1 or ::1), never on an address other machines can reach"
+            "interface only (127.0.0.0/8 or ::1), never on an address other machines can reach"
         )
     return str(address)
 

@@ -189,7 +189,9 @@ def release_claims(
                 if (holder_remaining_ms(record, now) or 0) <= 0:
                     raise LostError(
                         f"{claim.describe()}: released nothing. Your last writes may have come "
-                        "after your ownership ended",
+                        "after your ownership ended; a worktree bound to it stays bound (its "
+                        "commits are refused) until it re-acquires or runs `gitlease unbind "
+                        f"{claim.resource}`",
                         claim=claim.to_dict(),
                     )
                 plans.append((snap, _tombstone(record, now, checkpoint, snap.oid)))

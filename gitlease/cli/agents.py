@@ -52,8 +52,8 @@ def _text(report: Any) -> str:
         state = "" if f.exists else " (absent)"
         lines.append(f"{f.path}{state}: " + ", ".join(parts))
     lines += [f"problem: {p}" for f in report.files for p in f.problems]
-    if not report.in_effect:
-        lines.append(f"fix: gitlease agents install {report.harness}")
+    if report.fix is not None:
+        lines.append(f"fix: {report.fix}")
     return "\n".join(lines)
 
 

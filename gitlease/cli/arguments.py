@@ -24,6 +24,31 @@ def read_items(items: tuple[str, ...]) -> list[str]:
     return list(items)
 
 
+def note_top_relative(paths: tuple[str, ...] | list[str]) -> None:
+    """Say on stderr, from a folder below the worktree's top, that ``paths`` are read from
+    the top: ``who app.py`` in ``src/`` asks of ``app.py``, not ``src/app.py``, and would
+    answer "free" of a reserved file without a word. (Paths stay top-relative, as documented
+    and as a scope is written in the record, whichever folder an agent runs in.)"""
+    if not paths:
+        return
+    from ..api.output import printable
+    from ..api.scopes import folder_below_top
+
+    folder = folder_below_top()
+    if folder is None:
+        return
+    click.echo(
+        f"gitlease: note: paths are read from the repository's top folder, not from "
+        f"{printable(folder)}/: for a file here, give {printable(folder)}/{printable(paths[0])}",
+        err=True,
+    )
+
+
+def _paths_from_top(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    note_top_relative(value or ())
+    return value
+
+
 KEY_HELP = "Read RESOURCE as a reference of this provider (see `gitlease key`)."
 #: ``--key PROVIDER``: RESOURCE read as a reference of the provider (:func:`resolve_resource`).
 key_option = click.option("--key", "key_", metavar="PROVIDER", help=KEY_HELP)
@@ -75,6 +100,7 @@ def acquire_options(
                     "paths",
                     multiple=True,
                     metavar="PATTERN",
+                    callback=_paths_from_top,
                     help="Reserve files: a path scope (git wildmatch, from the repository's "
                     "top; repeatable). HELD if it overlaps a live claim's scope on another "
                     "resource. See docs/howto/path-scopes.md.",

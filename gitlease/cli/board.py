@@ -163,7 +163,8 @@ def watch(opts: Options, show_all: bool) -> int:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="A loopback address to listen on (127.0.0.1 or ::1); any other is refused.",
+    help="A loopback address to listen on (127.0.0.1, another of 127.0.0.0/8, or ::1); any "
+    "other is refused.",
 )
 @click.option("--open", "open_", is_flag=True, help="Open the page in a web browser.")
 def board(opts: Options, port: int, host: str, open_: bool) -> None:

@@ -45,7 +45,8 @@ def where(opts: Options, path_only: bool) -> None:
     if path_only:
         emit(opts, doc, store)
         return
-    text = f"{store}\n  ({doc['reason']})\nreceipts {doc['receipts']}"
+    made = "" if doc["exists"] else "\n  (not there yet: the first acquire creates it)"
+    text = f"{store}\n  ({doc['reason']}){made}\nreceipts {doc['receipts']}"
     if doc["remote"] is not None:
         text += f"\ncoordinated through the remote {doc['remote_url']}\n  ({doc['remote_reason']})"
     text += f"\ninspect with: {doc['inspect']}"

@@ -16,7 +16,9 @@ def who(opts: Options, paths: tuple[str, ...]) -> None:
     Exit 0 whether or not a claim covers it. See docs/howto/path-scopes.md.
     """
     from ..api.scopes import who as do_who
+    from .arguments import note_top_relative
 
+    note_top_relative(paths)
     doc = do_who(open_store(opts), list(paths))
     emit(opts, doc, who_text(doc))
 

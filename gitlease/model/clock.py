@@ -157,9 +157,7 @@ def parse_duration_ms(text: str | int | float, *, name: str = "duration") -> int
     match = _DURATION.fullmatch(text) if isinstance(text, str) else None
     shown = repr(text) if len(repr(text)) <= 42 else repr(text)[:40] + "…"
     if not match:
-        raise UsageError(
-            f"bad {name} {shown}: use a number with an optional unit, e.g. 90, 90s, 15m, 2h, 1d"
-        )
+        raise UsageError(f"bad {name} {shown}: use a number and a unit, e.g. 90s, 15m, 2h, 1d")
     value = float(match.group(1)) * _UNITS_MS[match.group(2) or "s"]
     if value > MAX_DURATION_MS:
         raise UsageError(f"bad {name} {shown}: at most 366 days")

@@ -25,8 +25,10 @@ def duration_ms(text: str | int | float, *, name: str = "duration") -> int:
     """``text`` in milliseconds: ``90s``, ``15m``, ``1h30m``...; USAGE for a bare number."""
     if isinstance(text, str):
         if _BARE.fullmatch(text):
+            # (the example must be a duration every option takes: never 0s)
+            example = f"{text.strip()}s" if float(text) >= 1 else "30s"
             raise UsageError(
-                f"bad {name} {text.strip()!r}: give a unit, e.g. {text.strip()}s for seconds "
+                f"bad {name} {text.strip()!r}: give a unit, e.g. {example} for seconds "
                 "(30s, 15m, 2h, 1d; parts may be joined: 1h30m)"
             )
         if _COMPOUND.fullmatch(text):

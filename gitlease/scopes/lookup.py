@@ -150,7 +150,7 @@ def _index_of(store_dir: Path, store: Callable[[], Store]) -> Index | None:
 
 
 def foreign_scope_problems(
-    git_dir: Path, paths: list[str], index: Index | None = None, store: Store | None = None
+    git_dir: Path | str, paths: list[str], index: Index | None = None, store: Store | None = None
 ) -> list[str]:
     """Why changing ``paths`` (relative to the worktree's top) from the worktree whose git
     dir is ``git_dir`` must be refused: each path inside a live scope of a claim this
@@ -166,6 +166,7 @@ def foreign_scope_problems(
     from ..errors import GitleaseError
     from ..receipts import bindings as bindings_mod
 
+    git_dir = Path(git_dir)  # (the git dir as `git rev-parse` prints it, from a script)
     try:
         store_dir = _store_dir(git_dir, store)
         if index is None:

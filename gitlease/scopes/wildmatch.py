@@ -257,12 +257,29 @@ def _alphabet(tests: Iterable[_Test]) -> list[int]:
         rep = _usable(lo, nxt)
         if rep is not None:
             reps.append(rep)
-    return reps
+    # readable characters first: the search finds the shortest witness either way, and of
+    # those the one a person reads (``lib/x/a``, not ``lib/x/ `` with a trailing space)
+    return sorted(reps, key=_readability)
+
+
+#: The characters a witness is made of where its class allows, best first.
+_READABLE = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_-"
+
+
+def _readability(code: int) -> tuple[int, int]:
+    at = _READABLE.find(chr(code))
+    if at >= 0:
+        return 0, at
+    return (1 if 0x20 < code < 0x7F else 2 if code != 0x20 else 3), code
 
 
 def _usable(lo: int, end: int) -> int | None:
-    """A character in ``[lo, end)`` a path can hold (not a control character or surrogate)."""
-    for start, stop in ((0x20, 0x7F), (0xA0, 0xD800), (0xE000, 0x110000)):
+    """A character in ``[lo, end)`` a path can hold (not a control character or surrogate),
+    the most readable one there."""
+    for ch in _READABLE:
+        if lo <= ord(ch) < end:
+            return ord(ch)
+    for start, stop in ((0x21, 0x7F), (0xA0, 0xD800), (0xE000, 0x110000), (0x20, 0x21)):
         first = max(lo, start)
         if first < min(end, stop):
             return first

@@ -235,6 +235,7 @@ def where(store: str | os.PathLike[str] | None = None, remote: str | None = None
     path = str(location.git_dir)
     return {
         "store": path,
+        "exists": location.git_dir.is_dir(),  # (the first write creates it)
         "reason": location.reason,
         "project": location.project,
         "worktree": str(location.worktree) if location.worktree else None,

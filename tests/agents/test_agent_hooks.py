@@ -157,6 +157,8 @@ def test_an_edit_inside_another_claims_path_scope_is_denied(
     assert held.code == 0, held
     reason = denial(harness, run_hook(command_a, payload(EDITS[harness][0], a), a).stdout)
     assert held.json["claim_id"] in reason and "src/**" in reason
+    # the file is the holder's: a's own claims are fine, so there is nothing to re-acquire
+    assert "leave them to it" in reason and "Re-acquire" not in reason, reason
     command_b = installed_command(cli, b, harness)
     result = run_hook(command_b, payload(EDITS[harness][0], b), b)
     assert (result.returncode, result.stdout) == (0, ""), result
@@ -294,6 +296,7 @@ def test_a_file_in_another_agents_bound_worktree_is_denied(
     doc["tool_input"]["file_path"] = str(b / "src" / "app.py")
     reason = denial("claude-code", run_hook(command, json.dumps(doc), a).stdout)
     assert "another agent's worktree" in reason and str(b) in reason, reason
+    assert "leave them to it" in reason and "Re-acquire" not in reason, reason
     doc["tool_input"]["file_path"] = str(a / "src" / "app.py")  # (its own: not gitlease's)
     assert run_hook(command, json.dumps(doc), a).stdout == ""
 
@@ -417,6 +420,7 @@ def test_session_start_says_which_claims_lapsed(cli, repo: Path) -> None:
     result = run_hook(command, payload(SESSION["gemini"], repo), repo)
     text = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "NOT held any more" in text and "expired" in text
+    assert "holds no live claim now" in text and "holds these claims" not in text, text
 
 
 # ------------------------------------------------------------------ the CLI, and leanness
@@ -531,6 +535,18 @@ def test_install_then_uninstall_leaves_the_settings_byte_identical(
     assert cli("agents", "status", harness, cwd=repo).code == 6
 
 
+@pytest.mark.parametrize("harness", list(SPECS))
+def test_uninstall_keeps_a_settings_folder_that_was_there_empty(
+    cli, repo: Path, harness: str
+) -> None:
+    made = {(repo / s.path).parent for s in SPECS[harness]} - {repo}
+    for folder in made:
+        folder.mkdir()
+    assert cli("agents", "install", harness, cwd=repo).code == 0
+    assert cli("agents", "uninstall", harness, cwd=repo).code == 0
+    assert all(folder.is_dir() and not any(folder.iterdir()) for folder in made)
+
+
 def test_uninstall_after_a_change_keeps_the_change(cli, repo: Path) -> None:
     assert cli("agents", "install", "claude-code", cwd=repo).code == 0
     path = repo / ".claude" / "settings.json"
@@ -590,6 +606,47 @@ def test_status_sees_the_harness_switch_that_turns_hooks_off(cli, repo: Path, ha
         (repo / name).write_text(json.dumps({**doc, **extra}))
     result = cli("agents", "status", harness, "--json", cwd=repo)
     assert result.code == 6 and any(word in p for p in result.json["problems"]), result
+    # install does not touch the person's switch, so running it again is not the fix
+    assert result.json["fix"] == "take out the harness's switch that the problem names"
+    assert "agents install" not in cli("agents", "status", harness, cwd=repo).err
+
+
+@pytest.mark.parametrize("harness", list(SPECS))
+def test_install_again_follows_a_moved_python_into_the_mcp_server_entry(
+    cli, repo: Path, tmp_path: Path, harness: str
+) -> None:
+    from gitlease.agents import settings
+
+    before = snapshot(repo)
+    python = tmp_path / "old-venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    settings.install(harness, cwd=repo, python=str(python))
+    assert cli("agents", "status", harness, cwd=repo).code == 0
+    python.unlink()  # the virtualenv the settings name is gone
+    result = cli("agents", "status", harness, "--json", cwd=repo)
+    assert result.code == 6, result
+    assert any("MCP server" in p and str(python) in p for p in result.json["problems"]), result
+    assert result.json["fix"] == f"gitlease agents install {harness}"
+    result = cli("agents", "install", harness, "--json", cwd=repo)
+    assert result.code == 0 and result.json["in_effect"] is True, result
+    for spec in SPECS[harness]:
+        assert str(python) not in (repo / spec.path).read_text(), spec.path
+    assert cli("agents", "uninstall", harness, cwd=repo).code == 0
+    assert snapshot(repo) == before
+
+
+def test_uninstall_takes_the_mcp_server_out_of_a_file_changed_between_installs(
+    cli, repo: Path
+) -> None:
+    assert cli("agents", "install", "claude-code", cwd=repo).code == 0
+    path = repo / ".mcp.json"
+    doc = json.loads(path.read_text())
+    doc["mcpServers"]["other"] = {"command": "o"}
+    path.write_text(json.dumps(doc))
+    assert cli("agents", "install", "claude-code", cwd=repo).code == 0
+    assert cli("agents", "uninstall", "claude-code", cwd=repo).code == 0
+    assert json.loads(path.read_text()) == {"mcpServers": {"other": {"command": "o"}}}
 
 
 def test_install_outside_a_worktree_is_usage(cli, tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from conftest import wait_state
+
 R = "edge/1"
 
 
@@ -92,3 +94,15 @@ def test_exec_json_prints_one_json_document(cli) -> None:
     got = cli("exec", R, "--json", "--", "true")
     assert got.code == 0, got
     json.loads(got.out)
+
+
+def test_a_release_after_expiry_says_how_the_worktree_gets_unbound(cli) -> None:
+    """The worktree stays bound to the lost claim (its commits stay refused: the work may have
+    gone on past the claim's end); the answer says so and names the way out."""
+    assert cli("acquire", R, "--ttl", "1s").code == 0
+    wait_state(cli, R, "expired")
+    got = cli("release", R, "--json")
+    assert got.code == 4 and got.json["error"]["code"] == "LOST", got
+    message = got.json["error"]["message"]
+    assert "stays bound" in message and f"`gitlease unbind {R}`" in message, message
+    assert cli("show", R, "--json").json["bound"] is True

@@ -38,6 +38,15 @@ def all_commands() -> list[tuple[str, click.Command]]:
     return found
 
 
+def test_the_mcp_page_names_every_tool_the_server_offers() -> None:
+    """The page's opening list of tools is the server's, no more and no fewer."""
+    from gitlease.mcp.tools import TOOLS
+
+    opening = (DOCS / "howto" / "mcp.md").read_text().split("\n\n")[1]
+    listed = set(re.findall(r"`([a-z_]+)`", opening.split("as tools:", 1)[1].split(".", 1)[0]))
+    assert listed == {t.name for t in TOOLS}
+
+
 # ------------------------------------------------------------------ the CLI reference
 
 

@@ -114,6 +114,8 @@ def test_foreign_scope_problems_is_the_shared_check(cli, worktrees) -> None:
     odd = foreign_scope_problems(b_git_dir, ["web/a\nb.js"])  # git allows it in a name
     assert len(odd) == 1 and "web/a\\nb.js" in odd[0]  # (shown escaped)
     assert foreign_scope_problems(b_git_dir, ["/abs", "../x"]) == []  # never a repository file
+    # a hook written in a few lines passes the git dir as git prints it: a string
+    assert foreign_scope_problems(str(b_git_dir), ["web/app.js"]) == problems[:1]
     # an index that cannot be read is made afresh from the records: never blind
     from conftest import store_path
 
@@ -137,6 +139,20 @@ def test_who(cli, repo) -> None:
     assert cli("release", "one").code == 0
     after = cli("who", "src/x.py", "--json").json
     assert after["paths"] == [{"path": "src/x.py", "claims": []}]
+
+
+def test_paths_given_from_a_subfolder_are_read_from_the_top_and_it_is_said(cli, repo) -> None:
+    """`who app.py` in src/ asks of the top's app.py (paths are top-relative, as a scope is
+    written); the answer "free" is not left unexplained: a note names src/app.py."""
+    (repo / "src").mkdir()
+    assert cli("acquire", "one", "--paths", "src/app.py").code == 0
+    from_top = cli("who", "src/app.py")
+    assert "one" in from_top.out and "note:" not in from_top.err, from_top
+    below = cli("who", "app.py", "--json", cwd=repo / "src")
+    assert below.code == 0 and below.json["paths"] == [{"path": "app.py", "claims": []}]
+    assert "give src/app.py" in below.err, below
+    taken = cli("acquire", "two", "--paths", "app.py", cwd=repo / "src")
+    assert taken.code == 0 and "give src/app.py" in taken.err, taken
 
 
 def test_clones_sharing_a_store_check_each_others_scopes(cli, tmp_path: Path) -> None:

@@ -215,6 +215,19 @@ def test_overlap_table(p: str, q: str, expected: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    "p, q, witness",
+    [
+        ("lib/", "lib/x/", "lib/x/a"),  # (not "lib/x/ ", a file named by a space)
+        ("**", "a/*/", "a/a/a"),
+        ("*", "[!a-z]", "0"),
+        ("[ ]", "?", " "),  # a space where nothing else will do
+    ],
+)
+def test_the_witness_is_made_of_readable_characters(p: str, q: str, witness: str) -> None:
+    assert overlap(p, q) == witness
+
+
+@pytest.mark.parametrize(
     "bad",
     [
         "",

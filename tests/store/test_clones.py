@@ -172,8 +172,12 @@ def test_git_config_gitlease_store_at_any_scope(shop: Path, tmp_path: Path) -> N
 
 def test_where_says_how_to_inspect_the_store_with_git(shop: Path, tmp_path: Path) -> None:
     a = clone(shop, tmp_path / "a")
+    before = run_cli("where", "--json", cwd=a).json
+    assert before["exists"] is False and not Path(before["store"]).exists()
+    assert "not there yet" in run_cli("where", cwd=a).out
     assert run_cli("acquire", R, "--ttl", "1m", cwd=a).code == 0
     doc = where(a)
+    assert doc["exists"] is True
     listed = subprocess.run(
         ["bash", "-c", doc["inspect"]], cwd=a, capture_output=True, text=True, check=True
     )
@@ -182,6 +186,7 @@ def test_where_says_how_to_inspect_the_store_with_git(shop: Path, tmp_path: Path
     assert run_cli("where", "--path", cwd=a).out.strip() == doc["store"]
     text = run_cli("where", cwd=a).out
     assert doc["store"] in text and "shared by every clone" in text and "inspect" in text
+    assert "not there yet" not in text
 
 
 def test_claims_never_ride_along_in_the_project(shop: Path, tmp_path: Path) -> None:
