@@ -32,8 +32,8 @@ REQUIRE_ADVICE = (
 #: A file another claim reserves (its path scope, or its holder's worktree): nothing of this
 #: agent's to re-acquire; the file is the holder's.
 OTHERS_ADVICE = (
-    "Those files are another agent's (`gitlease who PATH` names the claim and its holder): "
-    "leave them to it, and edit other files or choose other work."
+    "Those files are another agent's: leave them to it (for a path scope, `gitlease who PATH` "
+    "names its claim and holder), and edit other files or choose other work."
 )
 
 

@@ -15,7 +15,16 @@ import tomllib
 from pathlib import Path
 
 from ..errors import UsageError
-from .specs import MARKER, Doc, FileSpec, hook_command, mcp_command, server_gone
+from .specs import (
+    MARKER,
+    Doc,
+    FileSpec,
+    hook_command,
+    mcp_command,
+    server_gone,
+    top_of,
+    written_by_gitlease,
+)
 
 _TOML_BEGIN = "# gitlease-managed: begin (`gitlease agents uninstall codex` removes this block)"
 _TOML_END = "# gitlease-managed: end"
@@ -79,15 +88,34 @@ def _merge_json(spec: FileSpec, path: Path, doc: Doc, harness: str, python: str 
                 groups.append({"matcher": hook.matcher, "hooks": [entry]})
     if spec.mcp:
         servers = _table(doc, spec.mcp, path, spec.mcp)
-        command, args = mcp_command(python)
+        server = _server(spec, python)
         if "gitlease" not in servers:
-            servers["gitlease"] = {"command": command, "args": args}
-            if spec.path == ".mcp.json":
-                servers["gitlease"] = {"type": "stdio", **servers["gitlease"]}
+            servers["gitlease"] = server
             return True
-        if server_gone(servers["gitlease"]) is not None:  # its Python moved: follow it
-            servers["gitlease"].update({"command": command, "args": args})
+        if written_by_gitlease(servers["gitlease"]) and server_gone(
+            servers["gitlease"], top_of(spec, path)
+        ):
+            servers["gitlease"] = server  # its Python moved: the one installing now, whole
     return False
+
+
+def _server(spec: FileSpec, python: str | None) -> Doc:
+    command, args = mcp_command(python)
+    server: Doc = {"command": command, "args": args}
+    return {"type": "stdio", **server} if spec.path == ".mcp.json" else server
+
+
+def server_is_ours(spec: FileSpec, data: bytes | None, server: object) -> bool:
+    """Whether the ``gitlease`` MCP server entry is one gitlease wrote (in Codex's TOML: in
+    gitlease's marked block), so that install may write it anew."""
+    if spec.toml and not _block_in((data or b"").decode("utf-8", "replace")):
+        return False
+    return written_by_gitlease(server)
+
+
+def _block_in(text: str) -> bool:
+    start = text.find(_TOML_BEGIN)
+    return start >= 0 and text.find(_TOML_END, start) >= 0
 
 
 def _unmerge_json(spec: FileSpec, doc: Doc, mcp_added: bool) -> None:
@@ -187,9 +215,13 @@ def with_ours(
     servers = load_toml(path, data).get("mcp_servers")
     text = (data or b"").decode("utf-8")
     if isinstance(servers, dict) and "gitlease" in servers:
-        if _TOML_BEGIN not in text or server_gone(servers["gitlease"]) is None:
+        server = servers["gitlease"]
+        if not server_is_ours(spec, data, server) or not server_gone(server, top_of(spec, path)):
             return data or b"", False  # runs, or is the person's own: left as it is
         text = _strip_toml_block(text)  # gitlease's block, its Python moved: written anew
+        left = load_toml(path, text.encode("utf-8")).get("mcp_servers")
+        if isinstance(left, dict) and "gitlease" in left:
+            return data or b"", False  # (the table was moved out of the block: left alone)
     sep = "\n\n" if text and not text.endswith("\n") else ("\n" if text else "")
     if text.endswith("\n\n"):
         sep = ""

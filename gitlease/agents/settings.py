@@ -144,7 +144,7 @@ def uninstall(harness: str, cwd: Path | None = None) -> Report:
             original = entry.get("original")
             if original is None:
                 path.unlink()
-                if entry.get("folder_made") is True:
+                if entry.get("folder_made", True) is True:  # (installs before it: removed)
                     _remove_empty_parent(path, top)
                 changed.append(f"removed {path} (gitlease created it)")
                 manifest["files"].pop(spec.path, None)

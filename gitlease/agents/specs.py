@@ -110,13 +110,42 @@ def mcp_command(python: str | None = None) -> tuple[str, list[str]]:
     return python, ["-m", "gitlease", "mcp"]
 
 
-def server_gone(server: object) -> str | None:
+def server_gone(server: object, top: Path) -> str | None:
     """The command of an MCP server entry when it cannot be run here (a Python removed, a
-    virtualenv rebuilt elsewhere), else None; an entry with no command (a URL) is not judged."""
+    virtualenv rebuilt elsewhere), else None; an entry with no command (a URL) is not judged.
+    A bare name is looked up on PATH; a relative path from ``top``, the worktree's top
+    folder, where the harness starts the server (not from wherever this runs)."""
     command = server.get("command") if isinstance(server, dict) else None
-    if not isinstance(command, str) or shutil.which(command) is not None:
-        return None
-    return command
+    if not isinstance(command, str) or "$" in command:
+        return None  # (a harness expands ${VAR} in a command: not judged from here)
+    if "/" in command and not os.path.isabs(command):
+        found = top / command
+        return None if found.is_file() and os.access(found, os.X_OK) else command
+    return None if shutil.which(command) is not None else command
+
+
+def written_by_gitlease(server: object) -> bool:
+    """Whether an MCP server entry has the shape :func:`mcp_command` writes: an absolute
+    ``.../gitlease mcp``, or ``/path/to/python -m gitlease mcp``. Only such an entry is
+    rewritten when its command is gone; any other (a bare name, a relative path, extra keys
+    such as ``env``) is the person's, and is only reported."""
+    if not isinstance(server, dict) or set(server) - {"type", "command", "args"}:
+        return False
+    command, args = server.get("command"), server.get("args")
+    if not isinstance(command, str) or not os.path.isabs(command):
+        return False
+    if server.get("type", "stdio") != "stdio":
+        return False
+    return (Path(command).name == "gitlease" and args == ["mcp"]) or args == [
+        "-m",
+        "gitlease",
+        "mcp",
+    ]
+
+
+def top_of(spec: FileSpec, path: Path) -> Path:
+    """The worktree's top folder, from a settings file's path and its spec."""
+    return path.parents[len(Path(spec.path).parts) - 1]
 
 
 def worktree(cwd: Path | None = None) -> tuple[Path, Path]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from .entries import json_state, load_json, load_toml
+from .entries import json_state, load_json, load_toml, server_is_ours
 from .specs import SPECS, Doc, check_harness, server_gone, worktree
 
 
@@ -39,8 +39,8 @@ class FileReport:
     hooks: dict[str, str | None]
     mcp: bool | None  # None: this file registers no server
     problems: list[str]
-    switches: list[str] = field(default_factory=list)  # those of the problems that are
-    # the harness's own switch turning hooks off
+    manual: list[str] = field(default_factory=list)  # those of the problems install leaves
+    # to the person: the harness's own switch, a `gitlease` server entry of their own
 
     def to_dict(self) -> Doc:
         """As ``agents status --json`` prints it (docs/reference/json.md)."""
@@ -74,19 +74,18 @@ class Report:
 
     @property
     def fix(self) -> str | None:
-        """What to do when not in effect. Install writes gitlease's entries but never turns
-        the harness's own switch back on (it is the person's), so a switch is named as the
-        thing to change; re-running install would not help."""
+        """What to do when not in effect. Install writes gitlease's own entries only: it never
+        turns the harness's switch back on, nor rewrites a server entry of the person's, so
+        those are named as theirs to change; running install again would not help."""
         if self.in_effect:
             return None
         install = f"gitlease agents install {self.harness}"
-        switches = [p for f in self.files for p in f.switches]
-        if not switches:
+        if not any(f.manual for f in self.files):
             return install
-        turn_on = "take out the harness's switch that the problem names"
-        if all(p in f.switches for f in self.files for p in f.problems):
-            return turn_on
-        return f"{install}, then {turn_on}"
+        by_hand = "change by hand what the problems name (`gitlease agents install` leaves it)"
+        if all(p in f.manual for f in self.files for p in f.problems):
+            return by_hand
+        return f"{install}, then {by_hand}"
 
     def to_dict(self) -> Doc:
         """As ``agents status --json`` prints it (docs/reference/json.md)."""
@@ -161,8 +160,8 @@ def status(harness: str, cwd: Path | None = None) -> Report:
                 mcp = found_mcp if spec.mcp else None
             except UsageError as exc:
                 problems.append(str(exc))
-        switches = [f"{spec.path}: {why}" for why in _switched_off(harness, doc)]
-        problems += switches
+        manual = [f"{spec.path}: {why}" for why in _switched_off(harness, doc)]
+        problems += manual
         for event, command in hooks.items():
             if command is None:
                 problems.append(f"{spec.path}: no gitlease hook on {event}")
@@ -176,11 +175,18 @@ def status(harness: str, cwd: Path | None = None) -> Report:
         if mcp is False:
             problems.append(f"{spec.path}: the gitlease MCP server is not registered")
         elif mcp:
-            gone = server_gone(doc[spec.mcp or ""]["gitlease"])
-            if gone is not None:
+            server = doc[spec.mcp or ""]["gitlease"]
+            gone = server_gone(server, top)
+            if gone is not None and server_is_ours(spec, data, server):
                 problems.append(
                     f"{spec.path}: the gitlease MCP server's command ({gone}) is gone: run "
                     f"`gitlease agents install {harness}` again"
                 )
-        files.append(FileReport(path, data is not None, hooks, mcp, problems, switches))
+            elif gone is not None:
+                manual.append(
+                    f"{spec.path}: the `gitlease` MCP server's command ({gone}) cannot be run; "
+                    "the entry is not one gitlease wrote, so install leaves it: fix or remove it"
+                )
+                problems.append(manual[-1])
+        files.append(FileReport(path, data is not None, hooks, mcp, problems, manual))
     return Report(harness, top, files)

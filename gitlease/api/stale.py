@@ -42,14 +42,17 @@ class Stale(Value):
 
     def message(self) -> str:
         """The line a command prints on stderr."""
+        import shlex
+
         from .._util.text import printable
 
         what = f"this worktree's binding to {printable(self.resource)} (claim {self.claim_id})"
+        unbind = shlex.quote(printable(self.resource))
         if self.dropped:
             return f"gitlease: warning: dropped {what}: {self.why}"
         return (
             f"gitlease: warning: {what} is stale: {self.why}; commits from this worktree are "
-            f"refused until you re-acquire it or run `gitlease unbind {printable(self.resource)}`"
+            f"refused until you re-acquire it or run `gitlease unbind {unbind}`"
         )
 
 

@@ -16,6 +16,7 @@ thin wrappers over these modules.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -191,7 +192,7 @@ def release_claims(
                         f"{claim.describe()}: released nothing. Your last writes may have come "
                         "after your ownership ended; a worktree bound to it stays bound (its "
                         "commits are refused) until it re-acquires or runs `gitlease unbind "
-                        f"{claim.resource}`",
+                        f"{shlex.quote(claim.resource)}`",
                         claim=claim.to_dict(),
                     )
                 plans.append((snap, _tombstone(record, now, checkpoint, snap.oid)))

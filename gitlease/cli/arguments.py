@@ -35,11 +35,14 @@ def note_top_relative(paths: tuple[str, ...] | list[str]) -> None:
     from ..api.scopes import folder_below_top
 
     folder = folder_below_top()
-    if folder is None:
+    # (a path that already starts with the folder, or with `**`, reads the same either way)
+    meant = [p for p in paths if not p.startswith((f"{folder}/", "**", "/"))]
+    if folder is None or not meant:
         return
     click.echo(
         f"gitlease: note: paths are read from the repository's top folder, not from "
-        f"{printable(folder)}/: for a file here, give {printable(folder)}/{printable(paths[0])}",
+        f"{printable(folder)}/: if you meant a file here, give "
+        f"{printable(folder)}/{printable(meant[0])}",
         err=True,
     )
 

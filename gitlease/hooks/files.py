@@ -27,15 +27,33 @@ _HEAD = 1 << 20
 _MARKER_WITHIN = 600
 
 
-@functools.lru_cache(maxsize=8)
 def program(name: str, placeholder: str, variable: str, python: str) -> str:
     """The hook program ``name`` from the project's ``hooks/`` folder, its ``placeholder``
-    line replaced so that it runs ``python``. Read once a process: it is a file of the
-    package this process runs (a resident server compares it with the hooks on every
-    ``acquire``)."""
+    line replaced so that it runs ``python``. Read again only when the file changed (its
+    size and time): a resident server compares it with the hooks on every ``acquire``, and
+    the package can be upgraded under it, after which ``hooks install`` writes the new one."""
     from importlib.resources import files
 
-    text = (files("gitlease.resources") / name).read_text(encoding="utf-8")
+    resource = files("gitlease.resources") / name
+    try:
+        seen = os.stat(str(resource))
+        stamp: tuple[int, int] | None = (seen.st_mtime_ns, seen.st_size)
+    except (OSError, TypeError):  # (not a plain file: a zip, say; read it every time)
+        stamp = None
+    if stamp is None:
+        return _program(resource.read_text(encoding="utf-8"), placeholder, variable, python)
+    return _program_at(str(resource), stamp, placeholder, variable, python)
+
+
+@functools.lru_cache(maxsize=8)
+def _program_at(
+    path: str, _stamp: tuple[int, int], placeholder: str, variable: str, python: str
+) -> str:
+    with open(path, encoding="utf-8") as f:
+        return _program(f.read(), placeholder, variable, python)
+
+
+def _program(text: str, placeholder: str, variable: str, python: str) -> str:
     return text.replace(placeholder, f"{variable}={shlex.quote(python)}")
 
 

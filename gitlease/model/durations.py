@@ -26,7 +26,8 @@ def duration_ms(text: str | int | float, *, name: str = "duration") -> int:
     if isinstance(text, str):
         if _BARE.fullmatch(text):
             # (the example must be a duration every option takes: never 0s)
-            example = f"{text.strip()}s" if float(text) >= 1 else "30s"
+            seconds = float(text)
+            example = f"{text.strip()}s" if 1 <= seconds <= MAX_DURATION_MS / 1000 else "30s"
             raise UsageError(
                 f"bad {name} {text.strip()!r}: give a unit, e.g. {example} for seconds "
                 "(30s, 15m, 2h, 1d; parts may be joined: 1h30m)"

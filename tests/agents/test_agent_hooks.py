@@ -607,8 +607,11 @@ def test_status_sees_the_harness_switch_that_turns_hooks_off(cli, repo: Path, ha
     result = cli("agents", "status", harness, "--json", cwd=repo)
     assert result.code == 6 and any(word in p for p in result.json["problems"]), result
     # install does not touch the person's switch, so running it again is not the fix
-    assert result.json["fix"] == "take out the harness's switch that the problem names"
-    assert "agents install" not in cli("agents", "status", harness, cwd=repo).err
+    assert result.json["fix"].startswith("change by hand what the problems name")
+    assert (
+        f"fix: gitlease agents install {harness}"
+        not in cli("agents", "status", harness, cwd=repo).err
+    )
 
 
 @pytest.mark.parametrize("harness", list(SPECS))
@@ -634,6 +637,69 @@ def test_install_again_follows_a_moved_python_into_the_mcp_server_entry(
         assert str(python) not in (repo / spec.path).read_text(), spec.path
     assert cli("agents", "uninstall", harness, cwd=repo).code == 0
     assert snapshot(repo) == before
+
+
+def test_a_server_command_relative_to_the_top_is_judged_from_the_top(cli, repo: Path) -> None:
+    """A `gitlease` entry of the person's own, `./tools/gl`, is where the harness starts it
+    (the top folder): neither gone when status runs in a subfolder, nor rewritten."""
+    tool = repo / "tools" / "gl"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\nexec gitlease mcp\n")
+    tool.chmod(0o755)
+    (repo / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"gitlease": {"command": "./tools/gl"}}})
+    )
+    assert cli("agents", "install", "claude-code", cwd=repo).code == 0
+    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["gitlease"] == {
+        "command": "./tools/gl"
+    }
+    result = cli("agents", "status", "claude-code", "--json", cwd=repo / "tools")
+    assert result.code == 0 and result.json["in_effect"] is True, result
+    tool.unlink()
+    result = cli("agents", "status", "claude-code", "--json", cwd=repo / "tools")
+    assert result.code == 6 and any("./tools/gl" in p for p in result.json["problems"]), result
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        # the shape gitlease writes, with an env of the person's: rewriting only the command
+        # would run gitlease with the repository's PYTHONPATH
+        {"command": "/opt/old-venv/bin/gitlease", "args": ["mcp"], "env": {"PYTHONPATH": "v"}},
+        {"command": "gitlease-not-on-path", "args": ["mcp"]},  # a bare name: the person's
+    ],
+    ids=["with-env", "bare-name"],
+)
+def test_a_server_entry_of_the_persons_own_is_reported_never_rewritten(
+    cli, repo: Path, server: dict
+) -> None:
+    path = repo / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"gitlease": server}}))
+    result = cli("agents", "install", "claude-code", "--json", cwd=repo)
+    assert result.code == 6, result
+    assert json.loads(path.read_text())["mcpServers"]["gitlease"] == server
+    assert any("not one gitlease wrote" in p for p in result.json["problems"]), result
+    assert result.json["fix"].startswith("change by hand"), result  # (install cannot mend it)
+
+
+def test_a_server_command_with_a_variable_is_left_to_the_harness(cli, repo: Path) -> None:
+    server = {"command": "${HOME}/bin/gitlease", "args": ["mcp"]}  # Claude Code expands it
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"gitlease": server}}))
+    assert cli("agents", "install", "claude-code", cwd=repo).code == 0
+    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["gitlease"] == server
+
+
+def test_a_codex_block_without_its_end_marker_is_never_written_twice(cli, repo: Path) -> None:
+    import tomllib
+
+    assert cli("agents", "install", "codex", cwd=repo).code == 0
+    path = repo / ".codex" / "config.toml"
+    text = re.sub(r'^command = ".*"$', 'command = "/gone/python"', path.read_text(), flags=re.M)
+    path.write_text(text.replace("# gitlease-managed: end\n", ""))
+    result = cli("agents", "install", "codex", "--json", cwd=repo)
+    assert result.code == 6, result
+    doc = tomllib.loads(path.read_text())  # still TOML: no second [mcp_servers.gitlease]
+    assert doc["mcp_servers"]["gitlease"]["command"] == "/gone/python"
 
 
 def test_uninstall_takes_the_mcp_server_out_of_a_file_changed_between_installs(

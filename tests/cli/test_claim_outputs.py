@@ -7,6 +7,7 @@ command does not look; ``exec --json`` prints one document, the command's stdout
 from __future__ import annotations
 
 import json
+import shlex
 
 from conftest import wait_state
 
@@ -106,3 +107,13 @@ def test_a_release_after_expiry_says_how_the_worktree_gets_unbound(cli) -> None:
     message = got.json["error"]["message"]
     assert "stays bound" in message and f"`gitlease unbind {R}`" in message, message
     assert cli("show", R, "--json").json["bound"] is True
+
+
+def test_the_unbind_a_lost_release_names_runs_as_given(cli) -> None:
+    spaced = "my task"
+    assert cli("acquire", spaced, "--ttl", "1s").code == 0
+    wait_state(cli, spaced, "expired")
+    message = cli("release", spaced, "--json").json["error"]["message"]
+    command = message.split("`gitlease unbind ", 1)[1].split("`", 1)[0]
+    assert command == "'my task'", message
+    assert cli("unbind", *shlex.split(command)).code == 0

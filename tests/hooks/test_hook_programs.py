@@ -108,3 +108,20 @@ def test_a_hook_file_is_read_up_to_its_first_mib(tmp_path: Path) -> None:
     assert read_head(empty) == ""
     assert read_head(tmp_path / "missing") is None
     assert read_head(tmp_path) is None  # a folder
+
+
+def test_the_hook_program_is_read_again_after_the_package_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resident server outlives an upgrade of its package: the program it compares the
+    installed hooks with is the file as it is now, not as it was at the first call."""
+    import importlib.resources
+
+    from gitlease.hooks.files import program
+
+    (tmp_path / "hook").write_text("old @PY@\n")
+    monkeypatch.setattr(importlib.resources, "files", lambda _package: tmp_path)
+    assert program("hook", "@PY@", "PY", "/usr/bin/python3") == "old PY=/usr/bin/python3\n"
+    (tmp_path / "hook").write_text("newer @PY@\n")
+    os.utime(tmp_path / "hook", ns=(1, 1))  # (another time, whatever the clock's grain)
+    assert program("hook", "@PY@", "PY", "/usr/bin/python3") == "newer PY=/usr/bin/python3\n"

@@ -153,6 +153,8 @@ def test_paths_given_from_a_subfolder_are_read_from_the_top_and_it_is_said(cli, 
     assert "give src/app.py" in below.err, below
     taken = cli("acquire", "two", "--paths", "app.py", cwd=repo / "src")
     assert taken.code == 0 and "give src/app.py" in taken.err, taken
+    for given in ("src/app.py", "**/app.py"):  # read the same from the top: no note
+        assert "note:" not in cli("who", given, cwd=repo / "src").err, given
 
 
 def test_clones_sharing_a_store_check_each_others_scopes(cli, tmp_path: Path) -> None:
