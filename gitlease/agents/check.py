@@ -36,6 +36,12 @@ OTHERS_ADVICE = (
     "names its claim and holder), and edit other files or choose other work."
 )
 
+#: A file of a store: claims change through gitlease's commands only.
+STORE_ADVICE = (
+    "A gitlease store changes only through gitlease's commands (`gitlease acquire`, "
+    "`heartbeat`, `release`): never edit its files."
+)
+
 
 class Worktree:
     """The edited files of one worktree, relative to its top, and what stops their edit;
@@ -44,11 +50,12 @@ class Worktree:
     wrong with the worktree's own claims (re-acquiring mends it); ``others``: why the files
     are another claim's (nothing to re-acquire: they are its holder's)."""
 
-    __slots__ = ("git_dir", "internal", "others", "own", "paths", "top")
+    __slots__ = ("git_dir", "internal", "others", "own", "paths", "store", "top")
 
-    def __init__(self, git_dir: Path, top: Path) -> None:
+    def __init__(self, git_dir: Path, top: Path, *, store: bool = False) -> None:
         self.git_dir = git_dir
         self.top = top
+        self.store = store  # a gitlease store, not a worktree: no edit of it is an agent's
         self.paths: list[str] = []
         self.internal: list[str] = []
         self.own: list[str] = []
@@ -85,12 +92,7 @@ def locate(cwd: Path, path: str) -> tuple[Path, Path, str | None] | None:
     could change to slip past the checks) belongs to that worktree, with no path (None).
     The file need not exist: a new file's nearest existing folder decides."""
     full = Path(os.path.realpath(cwd / path))
-    folder = full.parent
-    while not folder.is_dir():
-        if folder.parent == folder:
-            return None
-        folder = folder.parent
-    found = find_git_dir(folder)
+    found = _around(full)
     if found is None:
         return None
     git_dir, top = found
@@ -106,12 +108,39 @@ def locate(cwd: Path, path: str) -> tuple[Path, Path, str | None] | None:
     return git_dir, top, rel.as_posix()
 
 
+def _around(full: Path) -> tuple[Path, Path | None] | None:
+    """(git dir, worktree top or None) of the repository around the file ``full``."""
+    folder = full.parent
+    while not folder.is_dir():
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return find_git_dir(folder)
+
+
+def store_of(cwd: Path, path: str) -> Path | None:
+    """The gitlease store the file ``path`` lies in (a bare repository with gitlease's
+    refs or folder, serving no worktree), or None. Its records, refs and scope index are
+    gitlease's alone to write: an edit there could blank the path scopes for everyone."""
+    found = _around(Path(os.path.realpath(cwd / path)))
+    if found is None or found[1] is not None or worktree_of(found[0]) is not None:
+        return None
+    git_dir = found[0]
+    if (git_dir / "worklease").is_dir() or (git_dir / "refs" / "worklease").is_dir():
+        return git_dir
+    return None
+
+
 def worktrees(cwd: Path, paths: list[str]) -> list[Worktree]:
-    """The worktrees the edited ``paths`` lie in, each with its files (in the given order)."""
+    """The worktrees the edited ``paths`` lie in, each with its files (in the given order);
+    a gitlease store an edited file lies in comes as one more, with the file as internal."""
     out: dict[Path, Worktree] = {}
     for path in paths:
         where = locate(cwd, path)
         if where is None:
+            store = store_of(cwd, path)
+            if store is not None:
+                out.setdefault(store, Worktree(store, store, store=True)).internal.append(path)
             continue
         git_dir, top, rel = where
         wt = out.setdefault(git_dir, Worktree(git_dir, top))
@@ -143,13 +172,22 @@ def edit_problems(cwd: Path, paths: list[str]) -> list[Worktree]:
         mine.internal += shared
     denied = []
     for wt in found:
+        if wt.store:
+            wt.others = [
+                "the file lies in a gitlease store: its records, refs and path scope index are "
+                "written by gitlease alone"
+            ]
+            denied.append(wt)
+            continue
         try:
             wt.own, wt.others = problems(wt.git_dir, wt.paths, top=wt.top)
         except Exception as exc:  # fail closed on anything unexpected, as the commit check
             wt.own = [
                 f"the claim check failed ({type(exc).__name__}: {exc}); refusing (fail closed)"
             ]
-        if own is not None and wt.git_dir != own and bindings_mod.bindings(wt.git_dir):
+        # (an agent in no worktree of its own, started in a parent folder say, has none of
+        # them: every bound worktree is another's to it)
+        if wt.git_dir != own and bindings_mod.bindings(wt.git_dir):
             # (its claims are that agent's: nothing here for this agent to re-acquire)
             wt.others = [
                 "the file lies in another agent's worktree, which is bound to a claim: only "
@@ -182,7 +220,8 @@ def deny_reason(denied: list[Worktree]) -> str:
     for wt in denied:
         files = ", ".join(printable(p) for p in [*wt.paths, *wt.internal]) or "this file"
         top = printable(str(wt.top))
-        lines.append(f"gitlease denied the edit of {files} in the worktree {top}:")
+        place = "the gitlease store" if wt.store else "the worktree"
+        lines.append(f"gitlease denied the edit of {files} in {place} {top}:")
         lines += [f"  - {printable(p)}" for p in wt.problems]
     own = [p for wt in denied for p in wt.own]
     advice = []
@@ -190,8 +229,10 @@ def deny_reason(denied: list[Worktree]) -> str:
         advice.append(
             REQUIRE_ADVICE if set(own) == {hookcheck.REQUIRE_PROBLEM} else hookcheck.ADVICE
         )
-    if any(wt.others for wt in denied):
+    if any(wt.others and not wt.store for wt in denied):
         advice.append(OTHERS_ADVICE)
+    if any(wt.store for wt in denied):
+        advice.append(STORE_ADVICE)
     lines.append(
         f"Next step: {' '.join(advice)} Do not retry the edit before that: it would be "
         "refused again, and so would its commit."

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._util import signals
 from ..claims.acquire import undo_acquire
-from ..claims.interrupts import answering_owned, arm, owned_came, pending
+from ..claims.interrupts import answering_owned, arm, close, owned_came, pending
 
 __all__ = ["answering_owned", "arm", "end_with", "owned_came", "pending", "undo_acquire"]
 
@@ -36,13 +36,15 @@ def end_with(code: int | None) -> None:
     answer already decided (a default disposition would exit 130, 143 or 129 while the
     answer waits on a stdout nobody reads, and contradict it), saying so on stderr. Only
     default dispositions are replaced: a program's own handler is left alone. ``None``: the
-    handlers replaced come back (a process that lives on after the command, as a test does;
-    the command line's own process keeps them to its end)."""
+    handlers replaced come back, these and those an acquire's window took (a process that
+    lives on after the command, as a test does; the command line's own process keeps them
+    to its end)."""
     if threading.current_thread() is not threading.main_thread():
         return  # (Python runs signal handlers in the main thread alone)
     if code is None:
         signals.restore(_REPLACED)
         _REPLACED.clear()
+        close()
         return
 
     def end(signum: int, _frame: object) -> None:

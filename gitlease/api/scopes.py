@@ -17,7 +17,7 @@ from ..scopes.lookup import covering
 from ..scopes.wildmatch import check_path
 from ..store.base import Store
 
-__all__ = ["covering", "folder_below_top", "who"]
+__all__ = ["bracketed_names", "covering", "folder_below_top", "who"]
 
 
 def who(store: Store, paths: Sequence[str]) -> dict[str, object]:
@@ -47,3 +47,35 @@ def folder_below_top(cwd: Path | None = None) -> str | None:
     except (OSError, ValueError, GitleaseError):
         return None
     return below.as_posix() if below.parts else None
+
+
+def bracketed_names(patterns: Sequence[str], cwd: Path | None = None) -> list[tuple[str, str]]:
+    """(pattern, the pattern as meant) for each pattern that reads a bracketed folder name
+    as a class although a folder of that very name exists: ``app/[slug]/**`` covers
+    ``app/s/...``, not the route folder ``app/[slug]/`` (git reads it so too; only the whole
+    text is also compared literally, which ``app/[slug]/page.tsx`` enjoys). The folder is
+    looked for from the worktree's top; escaped brackets are left as they are."""
+    try:
+        here = cwd or Path.cwd()
+        found = find_git_dir(here)
+    except (OSError, GitleaseError):
+        return []
+    if found is None or found[1] is None:
+        return []
+    top = found[1]
+    out = []
+    for pattern in patterns:
+        segments = pattern.rstrip("/").split("/")
+        for i, segment in enumerate(segments[:-1]):
+            if "[" not in segment or "\\" in segment:
+                continue
+            try:
+                named = (top.joinpath(*segments[: i + 1])).is_dir()
+            except (OSError, ValueError):
+                named = False
+            if named:
+                escaped = segment.replace("[", "\\[").replace("]", "\\]")
+                meant = "/".join([*segments[:i], escaped, *segments[i + 1 :]])
+                out.append((pattern, meant + ("/" if pattern.endswith("/") else "")))
+                break
+    return out

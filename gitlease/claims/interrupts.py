@@ -92,6 +92,20 @@ def cancel() -> None:
         signal.raise_signal(caught)
 
 
+def close() -> None:
+    """The command that armed the window has answered (it asked :func:`pending` first):
+    the handlers :func:`begin` replaced come back, for a process that lives on after the
+    command (a program calling the CLI's ``main``, a test; the command line's own process
+    ends with it). A recorded signal is forgotten: that command answered for it."""
+    global _armed, _saved, _caught
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _armed, _caught = False, None
+    if _saved is not None:
+        signals.restore(_saved)
+        _saved = None
+
+
 def pending() -> int | None:
     """The signal recorded since the write (None: none came)."""
     return _caught

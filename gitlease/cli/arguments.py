@@ -49,6 +49,17 @@ def note_top_relative(paths: tuple[str, ...] | list[str]) -> None:
 
 def _paths_from_top(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
     note_top_relative(value or ())
+    if value and any("[" in str(v) for v in value):
+        from ..api.output import printable
+        from ..api.scopes import bracketed_names
+
+        for pattern, meant in bracketed_names([str(v) for v in value]):
+            click.echo(
+                f"gitlease: note: {printable(pattern)} reads each bracket as a class of one "
+                f"character, not the folder of that name here: for that folder, give "
+                f"{printable(meant)}",
+                err=True,
+            )
     return value
 
 

@@ -92,16 +92,25 @@ def pointer_path(worktree_git_dir: Path) -> Path:
     return layout.scopes_store_note(common_dir(worktree_git_dir))
 
 
-def note_store(worktree_git_dir: Path | None, store_git_dir: Path) -> None:
+def note_store(
+    worktree_git_dir: Path | None, store_git_dir: Path, *, confirmed: bool = False
+) -> None:
     """Note, in the repository's git dir, which store its claims live in: the installed
     hook reads it to know, without starting Python, whether any claim there has path
-    scopes (hooks/gitlease-hook). Written only when it changes; never fails the caller."""
+    scopes (hooks/gitlease-hook). Written only when it changes; never fails the caller.
+
+    The hook trusts the note only while it is newer than the git configuration files that
+    choose the store (a remote added since makes the repository a clone of another project);
+    ``confirmed``: the store was just located from that configuration, so a note that is
+    still right is touched, and the hook's fast path holds again."""
     if worktree_git_dir is None:
         return
     path = pointer_path(worktree_git_dir)
     text = f"{store_git_dir}\n"
     try:
         if path.is_file() and path.read_text(encoding="utf-8") == text:
+            if confirmed:
+                os.utime(path)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".scopes-store.{os.getpid()}.tmp")

@@ -18,7 +18,7 @@ from ..model.claim import Claim, judge
 from ..model.clock import Now, format_duration
 from ..model.refname import SCOPES_INDEX_REF
 from ..store.base import Store
-from .index import Index, index_path, read_index, read_mirrored, rebuild, sighted
+from .index import Index, index_path, note_store, read_index, read_mirrored, rebuild, sighted
 from .syntax import prefix_of
 from .wildmatch import check_path, compile_pattern, is_repository_path
 
@@ -205,11 +205,24 @@ def foreign_scope_problems(
 def staged_changes(cwd: Path | None = None) -> list[str]:
     """The paths the staged commit changes, relative to the top: added, modified, deleted,
     type-changed, and both sides of a rename (``git diff --cached --name-status -M -z``;
-    against the empty tree before the first commit). Fails closed: raises on a git error."""
+    against the empty tree before the first commit). Whatever the configuration says, every
+    change is listed: a moved gitlink too (``submodule.NAME.ignore`` in ``.gitmodules``, a
+    file outside the scope, or ``diff.ignoreSubmodules`` would hide it), and from the top
+    (not ``diff.relative``). Fails closed: raises on a git error."""
     import subprocess  # (only with live scopes: the common commit check runs no git)
 
     result = subprocess.run(
-        ["git", "diff", "--cached", "--name-status", "-M", "-z", "--no-ext-diff"],
+        [
+            "git",
+            "diff",
+            "--cached",
+            "--name-status",
+            "-M",
+            "-z",
+            "--no-ext-diff",
+            "--ignore-submodules=none",
+            "--no-relative",
+        ],
         cwd=cwd,
         capture_output=True,
     )
@@ -240,6 +253,7 @@ def commit_problems(
         return []
     try:
         store_dir = _store_dir(git_dir, store)
+        note_store(git_dir, store_dir, confirmed=True)  # (the hook's fast path reads it)
         index = _index_of(store_dir, lambda: store or _plain_store(store_dir, git_dir))
         if index is None or not index.entries:
             return []  # (no claim has scopes: no list of the changed paths is needed)

@@ -75,6 +75,20 @@ class Pattern:
         self.start = self._state()
         self.prefix = literal_prefix(text)
         end = _compile(self, tokenize(text), self.start)
+        if any(c in text for c in "*?[\\"):
+            # git compares a pathspec's text as a literal path before it tries it as a glob:
+            # `app/[slug]` covers the folder named `[slug]` (and everything below it) as well
+            # as `app/s`. The union: a second branch spelling the text, joined at the end.
+            folder = text.endswith("/")
+            literal: list[Token] = [("lit", c) for c in text]
+            literal.append(("all",) if folder else ("below-or-self",))
+            branch = self._state()
+            self.eps[self.start].append(branch)
+            spelled = _compile(self, literal, branch)
+            joined = self._state()
+            self.eps[end].append(joined)
+            self.eps[spelled].append(joined)
+            end = joined
         self.accept = end
 
     def _state(self) -> int:

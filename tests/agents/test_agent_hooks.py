@@ -299,6 +299,25 @@ def test_a_file_in_another_agents_bound_worktree_is_denied(
     assert "leave them to it" in reason and "Re-acquire" not in reason, reason
     doc["tool_input"]["file_path"] = str(a / "src" / "app.py")  # (its own: not gitlease's)
     assert run_hook(command, json.dumps(doc), a).stdout == ""
+    # an agent started in no worktree of its own (the folder above them): b's is not its own
+    doc["cwd"] = str(a.parent)
+    doc["tool_input"]["file_path"] = str(b / "src" / "app.py")
+    reason = denial("claude-code", run_hook(command, json.dumps(doc), a.parent).stdout)
+    assert "another agent's worktree" in reason, reason
+
+
+@pytest.mark.parametrize("inside", ["worklease/scopes/index", "refs/worklease/x.lease"])
+def test_an_edit_inside_the_store_is_denied(cli, repo: Path, inside: str) -> None:
+    """The store's scope index, records and refs are gitlease's alone: a Write that blanked
+    the index would let every scoped file be edited, committed and claimed again."""
+    from conftest import store_path
+
+    assert cli("acquire", "agents/1", "--paths", "src/**", cwd=repo).code == 0
+    command = installed_command(cli, repo, "claude-code")
+    doc = json.loads(payload("claude-code-pretooluse-write.json", repo))
+    doc["tool_input"]["file_path"] = str(store_path(repo) / inside)
+    reason = denial("claude-code", run_hook(command, json.dumps(doc), repo).stdout)
+    assert "gitlease store" in reason and "never edit its files" in reason, reason
 
 
 def test_a_file_outside_any_worktree_says_nothing(cli, repo: Path, tmp_path: Path) -> None:

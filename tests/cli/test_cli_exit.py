@@ -110,6 +110,10 @@ def test_main_in_process_puts_back_the_handlers_a_decided_answer_took(
     try:
         assert app.main(["release", "never/taken"]) != 0
         assert {s: signal.getsignal(s) for s in before} == before
+        # an acquire's window records signals from just before its write: closed on return
+        assert app.main(["acquire", "in/process", "--ttl", "1m"]) == 0
+        assert {s: signal.getsignal(s) for s in before} == before
+        assert app.main(["release", "in/process"]) == 0
         assert app.main(["release", "never/taken"], final=True) != 0
         kept = signal.getsignal(signal.SIGTERM)
         assert kept is not before[signal.SIGTERM] and callable(kept)

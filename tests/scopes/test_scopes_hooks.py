@@ -209,3 +209,78 @@ def test_one_commit_check_locates_the_store_once(cli, worktrees, tmp_path: Path)
             if "built-in: git config" in line and "--show-scope" in line
         ]
         assert len(located) == 1, (worktree.name, located)
+
+
+def test_git_am_of_a_patch_into_another_claims_scope_is_refused(cli, worktrees, tmp_path) -> None:
+    """`git am` runs applypatch-msg before the patch is applied (nothing staged to judge) and
+    pre-applypatch after: the second must check the scopes, whatever the first one passed."""
+    a, b = worktrees
+    assert cli("hooks", "install", cwd=a).code == 0
+    assert cli("acquire", "owner/1", "--paths", "src/**", cwd=a).code == 0
+    assert cli("acquire", "owner/2", cwd=b).code == 0  # (bound: the hooks' pass mark is kept)
+    _stage(b, "src/app.py", "from another worktree\n")
+    git("-c", "core.hooksPath=/dev/null", "commit", "-qm", "patch", cwd=b)
+    patch = tmp_path / "into-scope.patch"
+    patch.write_text(git("format-patch", "-1", "--stdout", cwd=b).stdout)
+    git("reset", "-q", "--hard", "HEAD~1", cwd=b)
+    applied = git("am", "-q", str(patch), cwd=b, check=False)
+    assert applied.returncode != 0 and "src/app.py" in applied.stderr, applied
+    git("am", "--abort", cwd=b)
+    assert "patch" not in git("log", "-1", "--format=%s", cwd=b).stdout
+
+
+def test_a_gitlink_inside_a_scope_is_seen_though_gitmodules_ignores_it(cli, worktrees) -> None:
+    """`submodule.<name>.ignore = all` in .gitmodules (a file outside the scope) must not
+    hide a moved gitlink inside it from the check."""
+    a, b = worktrees
+    assert cli("hooks", "install", cwd=a).code == 0
+    assert cli("acquire", "owner/1", "--paths", "src/**", cwd=a).code == 0
+    _write(b, ".gitmodules", '[submodule "v"]\n\tpath = src/vendor\n\turl = ./v\n\tignore = all\n')
+    git("add", ".gitmodules", cwd=b)
+    git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},src/vendor", cwd=b)
+    ok, err = _commit(b)
+    assert not ok and "src/vendor" in err, err
+
+
+def test_a_remote_added_after_hooks_install_is_followed_to_the_shared_store(
+    cli, tmp_path: Path
+) -> None:
+    """The hook's fast path reads the store from a note `hooks install` left; a remote added
+    since makes this repository a clone of another project, whose store holds a scope: the
+    commit must be judged against that store, with no gitlease command run in between."""
+    from conftest import make_repo
+
+    seed = make_repo(tmp_path / "seed")
+    shop = tmp_path / "shop.git"
+    git("clone", "-q", "--bare", str(seed), str(shop), cwd=tmp_path)
+    a = tmp_path / "a"
+    git("clone", "-q", str(shop), str(a), cwd=tmp_path)
+    got = cli("acquire", "api", "--paths", "api/", "--json", cwd=a)
+    assert got.code == 0, got
+    late = tmp_path / "late"
+    git("init", "-q", str(late), cwd=tmp_path)
+    assert cli("hooks", "install", cwd=late).code == 0
+    git("remote", "add", "origin", str(shop), cwd=late)
+    git("fetch", "-q", "origin", cwd=late)
+    git("checkout", "-q", "-b", "x", "origin/main", cwd=late)
+    _stage(late, "api/handler.py", "late\n")
+    ok, err = _commit(late)
+    assert not ok and got.json["claim_id"] in err, err
+
+
+def test_a_bracketed_route_folder_is_covered_as_git_covers_it(cli, repo) -> None:
+    """`app/[slug]/page.tsx` (a Next.js route) is also compared as the literal path, as git
+    compares a pathspec; `app/[slug]/**` reads `[slug]` as a class, as git does, and the
+    acquire says so when a folder of that very name is there, naming the escaped form."""
+    _write(repo, "app/[slug]/page.tsx")
+    assert cli("acquire", "one", "--paths", "app/[slug]/page.tsx").code == 0
+    who = cli("who", "app/[slug]/page.tsx", "--json").json["paths"][0]["claims"]
+    assert [c["resource"] for c in who] == ["one"]
+    assert cli("release", "one").code == 0
+    misread = cli("acquire", "two", "--paths", "app/[slug]/**")
+    assert misread.code == 0 and "give app/\\[slug\\]/**" in misread.err, misread
+    assert cli("release", "two").code == 0
+    meant = cli("acquire", "three", "--paths", "app/\\[slug\\]/**")
+    assert meant.code == 0 and "note:" not in meant.err, meant
+    who = cli("who", "app/[slug]/page.tsx", "--json").json["paths"][0]["claims"]
+    assert [c["resource"] for c in who] == ["three"]

@@ -72,7 +72,9 @@ def reference_regex(pattern: str) -> re.Pattern[str]:
         rx += "/.*"
     elif not folder and not any(c in pattern for c in "*?[\\"):
         rx += "(?:/.*)?"
-    return re.compile(rx, re.DOTALL)
+    # git compares the text as a literal path first: the path itself, or anything below it
+    literal = re.escape(pattern) + (".+" if folder else "(?:/.+)?")
+    return re.compile(f"(?:{rx})|(?:{literal})", re.DOTALL)
 
 
 def _segment_regex(seg: str) -> str:
@@ -172,8 +174,10 @@ def test_overlap_is_exact(p: str, q: str) -> None:
         check_path(witness)  # a path a commit can hold
         assert rp.fullmatch(witness) and rq.fullmatch(witness), (p, q, witness)
         assert matches(p, witness) and matches(q, witness)
-        if len(witness) <= MAX_LEN:
+        if len(witness) <= MAX_LEN and set(witness) <= set(ALPHABET):
             # the witness is the shortest, so brute force over this length finds one too
+            # (when it is spelled in the brute force's alphabet: a literal text such as
+            # `[.]` is a path of its own characters)
             assert brute is not None
     assert (overlap(q, p) is None) == (witness is None)
 
@@ -186,14 +190,17 @@ def test_overlap_is_exact(p: str, q: str) -> None:
         ("src/auth/", "src/**", True),
         ("src/*.py", "src/a/b.py", False),
         ("src/*", "src/a/b.py", False),
-        ("**/*.md", "docs/*.txt", False),
+        ("**/*.md", "docs/*.txt", True),  # the folder named `*.txt`: docs/*.txt/a.md
         ("**/*.md", "docs/x.txt", True),  # docs/x.txt/.md: a literal name covers its folder
         ("**/*.md", "docs/**", True),
         ("docs/auth.md", "docs/auth.md", True),
         ("docs/auth", "docs/auth/x", True),  # a literal name covers a folder of that name
         ("a/**/b", "a/b", True),
         ("a/**/b", "a/c", True),  # a/c/b
-        ("a/**/b", "a/*.c", False),
+        ("a/**/b", "a/*.c", True),  # a/*.c/b, below the folder named `*.c`
+        ("src/*.py", "src/*.js", False),
+        ("app/[slug]/page.tsx", "app/\\[slug\\]/**", True),  # the folder named `[slug]`
+        ("app/[slug]/**", "app/\\[slug\\]/page.tsx", False),  # (as git: `[slug]` a class)
         ("[!a]*", "a*", False),
         ("[a-c]", "[c-e]", True),
         ("[a-c]", "[d-e]", False),
@@ -296,6 +303,11 @@ FILES = [
     "c",
     "-",
     "]",
+    "app/[slug]/page.tsx",
+    "app/s/page.tsx",
+    "pages/[...slug].tsx",
+    "lit/a*b",
+    "lit/a\\*b",
 ]
 GIT_PATTERNS = [
     "a",
@@ -334,6 +346,12 @@ GIT_PATTERNS = [
     "**/x/**",
     "z/**/*.md",
     "a.b/*",
+    "app/[slug]",
+    "app/[slug]/page.tsx",
+    "app/[slug]/*",
+    "pages/[...slug].tsx",
+    "lit/a\\*b",
+    "lit/a*b",
 ]
 
 
