@@ -126,8 +126,10 @@ def store_of(cwd: Path, path: str) -> Path | None:
     if found is None or found[1] is not None or worktree_of(found[0]) is not None:
         return None
     git_dir = found[0]
-    if (git_dir / "worklease").is_dir() or (git_dir / "refs" / "worklease").is_dir():
-        return git_dir
+    if (git_dir / "worktrees").exists():  # (a bare repository with worktrees: not a store)
+        return None
+    if (git_dir / "refs" / "worklease").is_dir() or (git_dir / "worklease" / "scopes").is_dir():
+        return git_dir  # (not `worklease/` alone: every repository gitlease works in has one)
     return None
 
 

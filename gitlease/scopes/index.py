@@ -101,16 +101,23 @@ def note_store(
 
     The hook trusts the note only while it is newer than the git configuration files that
     choose the store (a remote added since makes the repository a clone of another project);
-    ``confirmed``: the store was just located from that configuration, so a note that is
-    still right is touched, and the hook's fast path holds again."""
+    ``confirmed``: the commit check just located the store, so a note that names it is
+    touched, and the hook's fast path holds again. It never rewrites the note: that commit
+    may have chosen another store for itself alone (``GITLEASE_STORE``, ``git -c``), and a
+    note naming it would leave every later commit unchecked; a note naming another store
+    stays stale, and the hook keeps running the check, until ``hooks install`` or an
+    acquire with ``--paths`` writes it."""
     if worktree_git_dir is None:
         return
     path = pointer_path(worktree_git_dir)
     text = f"{store_git_dir}\n"
     try:
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
-            if confirmed:
+        same = path.is_file() and path.read_text(encoding="utf-8") == text
+        if confirmed:
+            if same:
                 os.utime(path)
+            return
+        if same:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".scopes-store.{os.getpid()}.tmp")

@@ -320,6 +320,28 @@ def test_an_edit_inside_the_store_is_denied(cli, repo: Path, inside: str) -> Non
     assert "gitlease store" in reason and "never edit its files" in reason, reason
 
 
+def test_a_bare_repository_with_worktrees_is_no_store(cli, tmp_path: Path) -> None:
+    """A bare repository that serves worktrees (and has gitlease's per-repository folder)
+    is a project, not a store: an unbound agent's edit of its files is not gitlease's."""
+    bare = tmp_path / "proj.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    main = tmp_path / "proj-main"
+    git("worktree", "add", "-q", "--orphan", "-b", "main", str(main), cwd=bare, check=False)
+    if not main.is_dir():  # (git before 2.42 has no --orphan for worktree add)
+        seed = tmp_path / "seed"
+        git("init", "-q", str(seed), cwd=tmp_path)
+        git("commit", "-q", "--allow-empty", "-m", "s", cwd=seed)
+        git("push", "-q", str(bare), "HEAD:main", cwd=seed)
+        git("worktree", "add", "-q", str(main), "main", cwd=bare)
+    command = installed_command(cli, main, "claude-code")
+    assert cli("hooks", "install", cwd=main).code == 0
+    assert (bare / "worklease").is_dir()
+    doc = json.loads(payload("claude-code-pretooluse-write.json", main))
+    doc["tool_input"]["file_path"] = str(bare / "description")
+    result = run_hook(command, json.dumps(doc), main)
+    assert (result.returncode, result.stdout) == (0, ""), result
+
+
 def test_a_file_outside_any_worktree_says_nothing(cli, repo: Path, tmp_path: Path) -> None:
     prepare(repo)
     command = installed_command(cli, repo, "claude-code")

@@ -284,3 +284,21 @@ def test_a_bracketed_route_folder_is_covered_as_git_covers_it(cli, repo) -> None
     assert meant.code == 0 and "note:" not in meant.err, meant
     who = cli("who", "app/[slug]/page.tsx", "--json").json["paths"][0]["claims"]
     assert [c["resource"] for c in who] == ["three"]
+
+
+def test_a_commit_with_a_store_of_its_own_leaves_the_next_commit_checked(
+    cli, worktrees, tmp_path: Path
+) -> None:
+    """One commit judged against another store (`GITLEASE_STORE`, a documented bypass for
+    that commit) must not make the hook's note name that store for every later commit."""
+    a, b = worktrees
+    assert cli("hooks", "install", cwd=a).code == 0
+    assert cli("acquire", "owner/1", "--paths", "src/**", cwd=a).code == 0
+    other = {**os.environ, "GITLEASE_STORE": str(tmp_path / "other.git")}
+    done = subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "elsewhere"], cwd=b, env=other
+    )
+    assert done.returncode == 0
+    _stage(b, "src/app.py", "after\n")
+    ok, err = _commit(b)
+    assert not ok and "src/app.py" in err, err
