@@ -92,7 +92,13 @@ def locate(cwd: Path, path: str) -> tuple[Path, Path, str | None] | None:
     could change to slip past the checks) belongs to that worktree, with no path (None).
     The file need not exist: a new file's nearest existing folder decides."""
     full = Path(os.path.realpath(cwd / path))
-    found = _around(full)
+    return _placed(full, _around(full))
+
+
+def _placed(
+    full: Path, found: tuple[Path, Path | None] | None
+) -> tuple[Path, Path, str | None] | None:
+    """:func:`locate` of the file ``full``, from the repository around it (``found``)."""
     if found is None:
         return None
     git_dir, top = found
@@ -118,11 +124,11 @@ def _around(full: Path) -> tuple[Path, Path | None] | None:
     return find_git_dir(folder)
 
 
-def store_of(cwd: Path, path: str) -> Path | None:
-    """The gitlease store the file ``path`` lies in (a bare repository with gitlease's
-    refs or folder, serving no worktree), or None. Its records, refs and scope index are
-    gitlease's alone to write: an edit there could blank the path scopes for everyone."""
-    found = _around(Path(os.path.realpath(cwd / path)))
+def _store(found: tuple[Path, Path | None] | None) -> Path | None:
+    """The gitlease store that is the repository around a file (``found``: a bare
+    repository with gitlease's refs or scope index, serving no worktree), or None. Its
+    records, refs and scope index are gitlease's alone to write: an edit there could blank
+    the path scopes for everyone."""
     if found is None or found[1] is not None or worktree_of(found[0]) is not None:
         return None
     git_dir = found[0]
@@ -138,9 +144,11 @@ def worktrees(cwd: Path, paths: list[str]) -> list[Worktree]:
     a gitlease store an edited file lies in comes as one more, with the file as internal."""
     out: dict[Path, Worktree] = {}
     for path in paths:
-        where = locate(cwd, path)
+        full = Path(os.path.realpath(cwd / path))
+        found = _around(full)
+        where = _placed(full, found)
         if where is None:
-            store = store_of(cwd, path)
+            store = _store(found)
             if store is not None:
                 out.setdefault(store, Worktree(store, store, store=True)).internal.append(path)
             continue

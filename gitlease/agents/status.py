@@ -183,10 +183,11 @@ def status(harness: str, cwd: Path | None = None) -> Report:
                     f"`gitlease agents install {harness}` again"
                 )
             elif gone is not None:
-                manual.append(
+                theirs = (
                     f"{spec.path}: the `gitlease` MCP server's command ({gone}) cannot be run; "
                     "the entry is not one gitlease wrote, so install leaves it: fix or remove it"
                 )
-                problems.append(manual[-1])
+                manual.append(theirs)
+                problems.append(theirs)
         files.append(FileReport(path, data is not None, hooks, mcp, problems, manual))
     return Report(harness, top, files)

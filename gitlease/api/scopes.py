@@ -38,15 +38,22 @@ def folder_below_top(cwd: Path | None = None) -> str | None:
     """The folder ``cwd`` (default: the current one) is in below its worktree's top, as a
     path from the top (``src/lib``); None at the top or outside a worktree. Paths and path
     scopes are read from the top wherever a command runs: a caller below it says so."""
+    here = cwd or Path.cwd()
+    top = _top(here)
     try:
-        here = cwd or Path.cwd()
-        found = find_git_dir(here)
-        if found is None or found[1] is None:
-            return None
-        below = here.resolve().relative_to(found[1].resolve())
-    except (OSError, ValueError, GitleaseError):
+        below = here.resolve().relative_to(top.resolve()) if top is not None else None
+    except (OSError, ValueError):
         return None
-    return below.as_posix() if below.parts else None
+    return below.as_posix() if below is not None and below.parts else None
+
+
+def _top(cwd: Path | None) -> Path | None:
+    """The top folder of the worktree around ``cwd`` (default: here), or None."""
+    try:
+        found = find_git_dir(cwd or Path.cwd())
+    except (OSError, GitleaseError):
+        return None
+    return found[1] if found is not None else None
 
 
 def bracketed_names(patterns: Sequence[str], cwd: Path | None = None) -> list[tuple[str, str]]:
@@ -55,14 +62,9 @@ def bracketed_names(patterns: Sequence[str], cwd: Path | None = None) -> list[tu
     ``app/s/...``, not the route folder ``app/[slug]/`` (git reads it so too; only the whole
     text is also compared literally, which ``app/[slug]/page.tsx`` enjoys). The folder is
     looked for from the worktree's top; escaped brackets are left as they are."""
-    try:
-        here = cwd or Path.cwd()
-        found = find_git_dir(here)
-    except (OSError, GitleaseError):
+    top = _top(cwd)
+    if top is None:
         return []
-    if found is None or found[1] is None:
-        return []
-    top = found[1]
     out = []
     for pattern in patterns:
         segments = pattern.rstrip("/").split("/")
@@ -70,7 +72,7 @@ def bracketed_names(patterns: Sequence[str], cwd: Path | None = None) -> list[tu
             if "[" not in segment or "\\" in segment:
                 continue
             try:
-                named = (top.joinpath(*segments[: i + 1])).is_dir()
+                named = top.joinpath(*segments[: i + 1]).is_dir()
             except (OSError, ValueError):
                 named = False
             if named:

@@ -16,7 +16,6 @@ thin wrappers over these modules.
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
@@ -188,6 +187,8 @@ def release_claims(
                     done.append(claim)
                     continue
                 if (holder_remaining_ms(record, now) or 0) <= 0:
+                    import shlex  # (only here: reads and the commit check import this module)
+
                     raise LostError(
                         f"{claim.describe()}: released nothing. Your last writes may have come "
                         "after your ownership ended; a worktree bound to it stays bound (its "

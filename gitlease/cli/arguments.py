@@ -35,9 +35,11 @@ def note_top_relative(paths: tuple[str, ...] | list[str]) -> None:
     from ..api.scopes import folder_below_top
 
     folder = folder_below_top()
+    if folder is None:
+        return
     # (a path that already starts with the folder, or with `**`, reads the same either way)
     meant = [p for p in paths if not p.startswith((f"{folder}/", "**", "/"))]
-    if folder is None or not meant:
+    if not meant:
         return
     click.echo(
         f"gitlease: note: paths are read from the repository's top folder, not from "

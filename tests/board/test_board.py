@@ -630,3 +630,15 @@ def test_natural_order() -> None:
         for r, s in [("x/1", "released"), ("x/2", "active"), ("x/10", "active"), ("x/3", "expired")]
     ]
     assert [c["resource"] for c in watch_order(claims)] == ["x/2", "x/10", "x/3", "x/1"]
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [("127.0.0.1", "127.0.0.1"), ("127.0.0.2", "127.0.0.2"), ("localhost", "127.0.0.1"),
+     ("::1", "::1"), ("[::1]", "::1")],
+)  # fmt: skip
+def test_any_loopback_address_is_taken(host: str, address: str) -> None:
+    """docs/board.md: any address of 127.0.0.0/8, or ::1 (`localhost` is 127.0.0.1)."""
+    from gitlease.board.server import loopback_address
+
+    assert loopback_address(host) == address
